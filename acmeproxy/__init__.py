@@ -1,0 +1,1 @@
+"""acmeproxy: the Django project that hosts the `jobs` queue and its examples."""

@@ -1,0 +1,115 @@
+"""Settings for acmeproxy, read from the environment through django-environ.
+
+Everything a deployment changes comes from a variable: `DATABASE_URL` (SQLite in
+the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, and the
+queue's seven `JOBS_*` keys (see `jobs.config`).
+"""
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env(
+    DEBUG=(bool, True),
+    ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]),
+)
+
+DEBUG = env("DEBUG")
+# A development key is only acceptable while DEBUG is on; production must say.
+SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key" if DEBUG else environ.Env.NOTSET)
+ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "jobs.apps.JobsAppConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "acmeproxy.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "acmeproxy.wsgi.application"
+ASGI_APPLICATION = "acmeproxy.asgi.application"
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE makes every transaction take SQLite's write lock at BEGIN, so a
+    # claim never deadlocks upgrading a read lock; WAL lets readers (the admin,
+    # a web request) proceed while a runner writes; the timeout is how long a
+    # writer waits for the lock instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL",
+        }
+    )
+    # Tests run real runner threads and processes against the test database,
+    # which an in-memory database cannot share: keep it in a file.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+
+# The queue's seven keys; any left out take the defaults in jobs.config. Each
+# may come from a JOBS_<KEY> variable, e.g. JOBS_MAX_CONCURRENT=16.
+JOBS = {
+    name: env.int(f"JOBS_{name.upper()}")
+    for name in (
+        "poll_interval_ms",
+        "max_concurrent",
+        "max_attempts",
+        "retry_base_seconds",
+        "retry_max_seconds",
+        "lease_seconds",
+        "retention_days",
+    )
+    if f"JOBS_{name.upper()}" in os.environ
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"jobs": {"handlers": ["console"], "level": env("JOBS_LOG_LEVEL", default="INFO")}},
+}

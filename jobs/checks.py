@@ -1,0 +1,50 @@
+"""System checks for misconfiguration that would otherwise surface mid-incident.
+
+Stable ids: `jobs.E001` SQLite without an immediate transaction mode (claims
+could fail with "database is locked" instead of waiting), `jobs.E002` a
+database vendor the store does not support, `jobs.E003` an unusable
+`settings.JOBS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+
+from jobs import config
+from jobs.store import for_database
+
+
+@checks.register()
+def check_databases(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    found: list[checks.CheckMessage] = []
+    for alias in connections:
+        connection = connections[alias]
+        if connection.vendor == "sqlite":
+            mode = (connection.settings_dict.get("OPTIONS") or {}).get("transaction_mode")
+            if str(mode).upper() != "IMMEDIATE":
+                found.append(
+                    checks.Error(
+                        f"SQLite database {alias!r} does not use transaction_mode IMMEDIATE.",
+                        hint="Set DATABASES[...]['OPTIONS']['transaction_mode'] = 'IMMEDIATE' so "
+                        "concurrent claims wait for the write lock instead of failing.",
+                        id="jobs.E001",
+                    )
+                )
+        try:
+            for_database(alias)
+        except ImproperlyConfigured as error:
+            found.append(checks.Error(str(error), id="jobs.E002"))
+    return found
+
+
+@checks.register()
+def check_settings(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        config.current()
+    except (ImproperlyConfigured, TypeError) as error:
+        return [checks.Error(str(error), id="jobs.E003")]
+    return []

@@ -1,0 +1,96 @@
+"""The handler contract: what one kind of work must provide, and how an attempt ends.
+
+A handler is a class, registered once per kind (`jobs.registry`). The runner
+promises only what is written here; in particular nothing about what a
+previous attempt did, which is why `run` must be safe to start again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+
+
+@dataclass(frozen=True)
+class Done:
+    """Finished. The row settles `done` and releases its identity."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """This attempt failed for a reason that may not recur (the network, a 503).
+
+    Another attempt is scheduled after the backoff unless the attempts or the
+    deadline have run out; then the job is retired and `abandon` is called.
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """This will never succeed (a stated refusal, a payload that cannot parse).
+
+    The job is retired at once and `abandon` is called.
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reschedule:
+    """This occurrence is finished; run again after `delay`, with a fresh budget.
+
+    The row stays live and keeps its identity, which is what makes a periodic
+    job one row rather than a growing pile of them.
+    """
+
+    delay: timedelta
+
+
+Outcome = Done | Retry | Failed | Reschedule
+
+
+class JobHandler:
+    """One kind of background work. Subclass, set `kind`, and decorate with `@register`."""
+
+    #: The `Job.kind` this handler answers for.
+    kind: ClassVar[str]
+
+    def run(self, job: Job) -> Outcome | Any:
+        """Run one attempt and say how it ended.
+
+        May be called again from scratch for the same job: after a retry, after
+        a crash, after a lease expired. An exception escaping here is a `Retry`
+        with the traceback kept in `last_error`. May be an `async def`, in which
+        case the attempt's budget really cancels it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement run(job)")
+
+    def lease(self) -> timedelta | None:
+        """How long one attempt may take; `None` takes the configured `lease_seconds`.
+
+        The runner settles an attempt that overruns this as a timed-out retry,
+        and writes a lease on the row slightly longer, so its own timeout
+        always fires before another runner may take the row.
+        """
+        return None
+
+    def abandon(self, job: Job, reason: str) -> None:
+        """Called exactly once when the job is retired for good, never between retries.
+
+        Runs inside the retirement's database transaction: writes made here
+        commit with it. If this raises, its writes are rolled back, the error is
+        logged, and the retirement still commits.
+        """
+
+    def recover(self) -> None:
+        """Re-derive work a previous process left unfinished; runs once at start-up.
+
+        Enqueue rather than act: the live-identity constraint makes a repeated
+        recover queue nothing twice.
+        """

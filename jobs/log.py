@@ -1,0 +1,27 @@
+"""One structured log line per event: a stable snake_case name plus fields.
+
+The message reads `event key=value ...` for people; the same fields ride in
+the record's `extra` for a JSON formatter.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+logger = logging.getLogger("jobs")
+
+
+def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log event `name` with `fields`, skipping the formatting when nobody listens."""
+    if not logger.isEnabledFor(level):
+        return
+    text = " ".join(f"{key}={_show(value)}" for key, value in fields.items())
+    logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
+
+
+def _show(value: Any) -> str:
+    text = str(value)
+    if not text or any(c.isspace() or c in '"=' for c in text):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return text

@@ -1,0 +1,47 @@
+"""`python manage.py runjobs`: parse the arguments, then hand over to `jobs.runner.process`."""
+
+from __future__ import annotations
+
+import sys
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DEFAULT_DB_ALIAS
+
+from jobs.runner.process import serve
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise CommandError(f"--grace takes a number of seconds, not {text!r}") from None
+    if value < 0:
+        raise CommandError("--grace must not be negative")
+    return value
+
+
+class Command(BaseCommand):
+    help = "Run the job queue: claim ready jobs and run them until stopped."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Drain every job that is ready now, then exit 0 (for cron, CI and tests).",
+        )
+        parser.add_argument(
+            "--grace",
+            type=_non_negative,
+            default=30.0,
+            help="Seconds running attempts get to finish after SIGTERM/SIGINT (default 30).",
+        )
+        parser.add_argument(
+            "--database", default=DEFAULT_DB_ALIAS, help="The database alias to work on."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        status = serve(using=options["database"], burst=options["burst"], grace=options["grace"])
+        if status:
+            sys.exit(status)

@@ -1,0 +1,101 @@
+"""The enqueue side: the only path that creates job rows, and the in-process wake-up.
+
+`enqueue` validates the whole spec before writing, inserts with the database's
+own conflict handling (so a refused duplicate is an answer, not an error, and
+never breaks the caller's transaction), and wakes the runners in this process
+when the caller's transaction commits. A runner in another process learns of
+the job at its next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from jobs import config, log
+from jobs.spec import JobSpec
+from jobs.store import NewJob, for_database
+
+
+class Wakeup:
+    """Process-wide doorbell: each runner subscribes its own event, `ring` sets them all.
+
+    One event per runner, so a runner clearing its own doorbell never swallows
+    another's.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: set[threading.Event] = set()
+
+    def subscribe(self) -> threading.Event:
+        event = threading.Event()
+        with self._lock:
+            self._events.add(event)
+        return event
+
+    def unsubscribe(self, event: threading.Event) -> None:
+        with self._lock:
+            self._events.discard(event)
+
+    def ring(self) -> None:
+        with self._lock:
+            events = list(self._events)
+        for event in events:
+            event.set()
+
+
+wakeup = Wakeup()
+
+
+def enqueue(spec: JobSpec, *, using: str | None = None) -> bool:
+    """Queue `spec`; False when a live job already holds its `(kind, key)`.
+
+    Raises `InvalidJobSpec` (writing nothing) for a spec that can never be
+    queued, and the database's error for a database failure. Inside
+    `transaction.atomic()` the row becomes visible, and runners are woken,
+    only when the caller commits.
+    """
+    spec.validate()
+    max_attempts = spec.max_attempts or config.current().max_attempts
+    store = for_database(using)
+    inserted = store.insert(
+        NewJob(
+            id=uuid.uuid4(),
+            kind=spec.kind,
+            key=spec.key,
+            payload=spec.payload,
+            max_attempts=max_attempts,
+            run_at=spec.run_at,
+            deadline=spec.deadline,
+            now=timezone.now(),
+        )
+    )
+    if inserted:
+        transaction.on_commit(wakeup.ring, using=store.using)
+    return inserted
+
+
+def enqueue_or_log(spec: JobSpec, *, using: str | None = None) -> bool:
+    """`enqueue`, logging a database failure and answering False instead of raising.
+
+    For callers with nowhere to report one, such as `recover`. The insert runs
+    in a savepoint, so a failure leaves the caller's transaction usable.
+    """
+    try:
+        with transaction.atomic(using=using):
+            return enqueue(spec, using=using)
+    except DatabaseError as error:
+        log.event(
+            "job_enqueue_failed",
+            logging.ERROR,
+            outcome="failure",
+            kind=spec.kind,
+            key=spec.key,
+            error=error,
+        )
+        return False

@@ -1,0 +1,290 @@
+"""One attempt, as a pipeline of small steps: refuse or run, classify, settle, abandon once.
+
+Runs on a worker thread with that thread's own database connection. Every
+settle goes through the store's compare-and-set, so whichever of the worker
+and the producer's timeout gets to an attempt first settles it, and a late
+result is discarded rather than written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, connections, transaction
+
+from jobs import log
+from jobs.backoff import retry_delay
+from jobs.config import JobsSettings
+from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
+from jobs.models import Job, State
+from jobs.store import Claim, Store
+
+Clock = Callable[[], datetime]
+
+
+def lease_for(budget: timedelta) -> timedelta:
+    """The lease written for an attempt with `budget`: slightly longer, so the
+    runner's own timeout fires before another runner could take the row."""
+    return budget + max(timedelta(seconds=1), budget / 20)
+
+
+class Attempt:
+    """One claimed row being worked on, with what it was claimed under.
+
+    The config snapshot is the one in force at claim: a reload reaches the
+    next claim, never an attempt already running.
+    """
+
+    def __init__(
+        self,
+        claim: Claim,
+        handler: JobHandler,
+        settings: JobsSettings,
+        budget: timedelta,
+        claimed_at: datetime,
+    ) -> None:
+        self.job: Job = claim.job
+        self.reclaimed = claim.reclaimed
+        self.handler = handler
+        self.settings = settings
+        self.budget = budget
+        self.deadline = claimed_at + budget
+        self._lock = threading.Lock()
+        self._taken = False
+
+    def take(self) -> bool:
+        """True for the first caller only: whoever takes the attempt settles it."""
+        with self._lock:
+            if self._taken:
+                return False
+            self._taken = True
+            return True
+
+
+class Executor:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    # -- the pipeline ----------------------------------------------------------
+
+    def execute(self, attempt: Attempt) -> None:
+        """Run `attempt` to its settle; called on a worker thread."""
+        refusal = self.refusal(attempt.job, self.clock())
+        if refusal is not None:
+            if attempt.take():
+                self.guarded(self.retire, attempt, refusal, self.clock())
+            return
+        outcome = self.run(attempt)
+        if not attempt.take():
+            log.event(
+                "job_result_discarded",
+                logging.WARNING,
+                outcome="discarded",
+                **_ids(attempt.job),
+                reason="the attempt was already settled as timed out",
+            )
+            return
+        self.guarded(self.settle, attempt, outcome, self.clock())
+
+    def time_out(self, attempt: Attempt, now: datetime) -> bool:
+        """Settle an overrunning attempt as a timed-out retry; False if it had settled."""
+        if not attempt.take():
+            return False
+        reason = (
+            f"attempt {attempt.job.attempts} timed out after {attempt.budget.total_seconds():g}s"
+        )
+        log.event(
+            "job_timed_out",
+            logging.WARNING,
+            outcome="timeout",
+            **_ids(attempt.job),
+            budget=attempt.budget,
+        )
+        self.guarded(self.settle, attempt, Retry(reason), now)
+        return True
+
+    @staticmethod
+    def refusal(job: Job, now: datetime) -> str | None:
+        """Why a claimed row must be retired without running, or None to run it."""
+        if job.attempts > job.max_attempts:
+            return (
+                f"attempts exhausted: claim {job.attempts} of a budget of {job.max_attempts}; "
+                "the last attempt never settled (its runner died or lost its lease)"
+            )
+        if job.deadline is not None and job.deadline <= now:
+            return (
+                f"deadline {job.deadline.isoformat()} passed "
+                f"before attempt {job.attempts} could run"
+            )
+        return None
+
+    def run(self, attempt: Attempt) -> Outcome:
+        """Call the handler; any exception, or a non-outcome, becomes a Retry."""
+        handler, job = attempt.handler, attempt.job
+        try:
+            if inspect.iscoroutinefunction(handler.run):
+                result = asyncio.run(_bounded(handler.run(job), attempt.budget))
+            else:
+                result = handler.run(job)
+        except TimeoutError:
+            return Retry(
+                f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
+            )
+        except Exception:
+            return Retry(traceback.format_exc())
+        if isinstance(result, (Done, Retry, Failed, Reschedule)):
+            return result
+        return Retry(
+            f"{type(handler).__name__}.run returned {result!r}, "
+            "not Done, Retry, Failed or Reschedule"
+        )
+
+    def settle(self, attempt: Attempt, outcome: Outcome, now: datetime) -> None:
+        job = attempt.job
+        if isinstance(outcome, Done):
+            if self.store.complete(job, now):
+                log.event("job_done", outcome="done", **_ids(job))
+            else:
+                self.lost(job, "done")
+        elif isinstance(outcome, Retry):
+            self.retry(attempt, outcome.reason, now)
+        elif isinstance(outcome, Failed):
+            self.retire(attempt, outcome.reason, now)
+        else:
+            run_at = now + outcome.delay
+            if self.store.reschedule(job, now, run_at):
+                log.event(
+                    "job_rescheduled",
+                    outcome="reschedule",
+                    **_ids(job),
+                    next_run_at=run_at.isoformat(),
+                )
+            else:
+                self.lost(job, "reschedule")
+
+    def retry(self, attempt: Attempt, reason: str, now: datetime) -> None:
+        job, settings = attempt.job, attempt.settings
+        if job.attempts >= job.max_attempts:
+            self.retire(
+                attempt,
+                f"gave up after {job.attempts} of {job.max_attempts} attempts: {reason}",
+                now,
+            )
+            return
+        run_at = now + retry_delay(
+            job.attempts, settings.retry_base_seconds, settings.retry_max_seconds
+        )
+        if job.deadline is not None and run_at > job.deadline:
+            self.retire(
+                attempt,
+                f"deadline {job.deadline.isoformat()} comes before the next attempt at "
+                f"{run_at.isoformat()}: {reason}",
+                now,
+            )
+            return
+        if self.store.retry(job, now, run_at, reason):
+            log.event(
+                "job_retry",
+                outcome="retry",
+                **_ids(job),
+                next_run_at=run_at.isoformat(),
+                error=_first_line(reason),
+            )
+        else:
+            self.lost(job, "retry")
+
+    def retire(
+        self, attempt: Attempt, reason: str, now: datetime, state: str = State.FAILED
+    ) -> bool:
+        """Settle for good and call `abandon` once, in one transaction.
+
+        `abandon` runs in a savepoint: its writes commit with the retirement,
+        and if it raises they are rolled back while the retirement still
+        commits. It is never called again, since the row is no longer live.
+        """
+        job = attempt.job
+        with transaction.atomic(using=self.store.using):
+            if not self.store.retire(job, now, reason, state):
+                self.lost(job, "retire")
+                return False
+            job.state, job.last_error, job.finished_at, job.lease_expires_at = (
+                state,
+                reason,
+                now,
+                None,
+            )
+            log.event(
+                "job_failed", logging.WARNING, outcome=state, **_ids(job), error=_first_line(reason)
+            )
+            try:
+                with transaction.atomic(using=self.store.using):
+                    attempt.handler.abandon(job, reason)
+            except Exception as error:
+                log.event(
+                    "job_abandon_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    **_ids(job),
+                    error=_first_line(repr(error)),
+                    traceback=traceback.format_exc(),
+                )
+            else:
+                log.event(
+                    "job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason)
+                )
+        return True
+
+    def lost(self, job: Job, verb: str) -> None:
+        log.event(
+            "job_settle_lost",
+            logging.WARNING,
+            outcome="lost",
+            **_ids(job),
+            settle=verb,
+            reason="the attempt no longer owns the row",
+        )
+
+    def guarded(self, step: Callable[..., object], *args: object) -> None:
+        """Run a settle step; a database failure is logged and the lease left to expire.
+
+        The row stays `running`, so after its lease another runner takes it
+        and the spent attempt is counted: the settle is lost, never the job.
+        """
+        try:
+            step(*args)
+        except DatabaseError as error:
+            attempt = args[0]
+            assert isinstance(attempt, Attempt)
+            log.event(
+                "job_settle_failed",
+                logging.ERROR,
+                outcome="failure",
+                **_ids(attempt.job),
+                error=error,
+            )
+            connections[self.store.using].close_if_unusable_or_obsolete()
+
+
+async def _bounded(coroutine: object, budget: timedelta) -> object:
+    async with asyncio.timeout(budget.total_seconds()):
+        return await coroutine  # type: ignore[misc]
+
+
+def _ids(job: Job) -> dict[str, Any]:
+    return {"job_id": job.id, "kind": job.kind, "key": job.key, "attempt": job.attempts}
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    # A traceback's useful line is its last; a reason's is its first.
+    if lines and lines[0].startswith("Traceback"):
+        return lines[-1]
+    return lines[0] if lines else ""

@@ -1,0 +1,65 @@
+"""Worker threads that outlive a stuck attempt.
+
+A thread cannot be cancelled, so an attempt that overruns its budget keeps its
+thread until the handler returns. The pool therefore grows instead of waiting:
+every submit either hands the item to a thread that is free or starts a new
+one, and the producer, not the pool, decides how many attempts may run.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+from django.db import connections
+
+
+class WorkerPool[T]:
+    def __init__(self, work: Callable[[T], None], name: str) -> None:
+        self._work = work
+        self._name = name
+        self._queue: queue.SimpleQueue[T | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._free = 0
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, item: T) -> None:
+        with self._lock:
+            if self._free:
+                self._free -= 1
+            else:
+                thread = threading.Thread(
+                    target=self._serve, name=f"{self._name}-{len(self._threads) + 1}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._queue.put(item)
+
+    def _serve(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                try:
+                    self._work(item)
+                finally:
+                    with self._lock:
+                        self._free += 1
+        finally:
+            # Each thread holds its own database connections; close them here
+            # rather than leave them to the garbage collector.
+            connections.close_all()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask every thread to finish and wait up to `timeout` for the free ones."""
+        with self._lock:
+            threads = list(self._threads)
+            self._threads.clear()
+            self._free = 0
+        for _ in threads:
+            self._queue.put(None)
+        for thread in threads:
+            thread.join(timeout)
+
+    @property
+    def size(self) -> int:
+        return len(self._threads)

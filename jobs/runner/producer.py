@@ -1,0 +1,194 @@
+"""The runner's loop: read the config, time out overrunning attempts, claim up to the
+free slots, hand each claim to a worker thread, and sleep until woken or the poll
+interval passes.
+
+The producer owns the count of attempts in flight, so `max_concurrent` is
+enforced here, per pass: raising it widens the next claim, lowering it only
+stops claiming until running attempts finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
+from django.utils import timezone
+
+from jobs import config as jobs_config
+from jobs import log
+from jobs.config import JobsSettings
+from jobs.queue import wakeup
+from jobs.registry import Registry
+from jobs.registry import registry as default_registry
+from jobs.runner.executor import Attempt, Executor, lease_for
+from jobs.runner.maintenance import recover_all
+from jobs.runner.pool import WorkerPool
+from jobs.store import for_database
+
+
+class Runner:
+    """Claims and runs jobs for the handlers in `registry`, on database `using`.
+
+    `run()` is what `runjobs` calls; tests drive the same object in-process.
+    """
+
+    def __init__(
+        self,
+        *,
+        using: str | None = None,
+        registry: Registry | None = None,
+        clock: Callable[[], datetime] = timezone.now,
+        settings: Callable[[], JobsSettings] = jobs_config.current,
+    ) -> None:
+        self.using = using or DEFAULT_DB_ALIAS
+        self.registry = registry if registry is not None else default_registry
+        self.clock = clock
+        self.settings = settings
+        self.store = for_database(self.using)
+        self.executor = Executor(self.store, clock)
+        self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
+        self.doorbell = wakeup.subscribe()
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight: dict[uuid.UUID, Attempt] = {}
+        self._current = settings()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def run(self, *, burst: bool = False) -> None:
+        """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
+        log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
+        recover_all(self.registry)
+        while not self.stopping.is_set():
+            self.doorbell.clear()
+            try:
+                claimed, free = self.run_pass()
+            except (DatabaseError, InterfaceError) as error:
+                log.event("runner_database_error", logging.ERROR, outcome="failure", error=error)
+                connections[self.using].close()
+                self.doorbell.wait(self._current.poll_interval.total_seconds())
+                continue
+            if burst and not claimed and not self.in_flight():
+                break
+            if claimed and claimed == free:
+                continue  # a full claim: more may be ready now
+            self.doorbell.wait(self._wait_seconds())
+
+    def stop(self) -> None:
+        """Stop claiming; attempts already running go on. Safe from a signal handler."""
+        self.stopping.set()
+        self.doorbell.set()
+
+    def finish(self, grace: float) -> bool:
+        """Wait up to `grace` seconds for running attempts; True if none is left.
+
+        Overrunning attempts are still timed out meanwhile. Anything left
+        running afterwards keeps its row `running` until the lease expires and
+        another runner takes it.
+        """
+        give_up = time.monotonic() + grace
+        while self.in_flight():
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                break
+            self.doorbell.clear()
+            self._reap(self.clock())
+            if self.in_flight():
+                self.doorbell.wait(min(remaining, self._wait_seconds()))
+        left = self.in_flight()
+        if left:
+            log.event(
+                "runner_grace_expired",
+                logging.WARNING,
+                outcome="abandoned_in_flight",
+                running=len(left),
+            )
+        return not left
+
+    def close(self) -> None:
+        """Release the worker threads and this runner's doorbell."""
+        self.pool.close()
+        wakeup.unsubscribe(self.doorbell)
+        log.event("runner_stopped")
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Run a burst (everything ready now, then return) and wait for every attempt.
+
+        For tests and scripts; raises TimeoutError if attempts are still
+        running after `timeout` seconds.
+        """
+        self.run(burst=True)
+        if not self.finish(timeout):
+            raise TimeoutError(f"{len(self.in_flight())} attempts still running after {timeout}s")
+
+    # -- one pass --------------------------------------------------------------
+
+    def run_pass(self) -> tuple[int, int]:
+        """Time out overrunning attempts, then claim up to the free slots.
+
+        Returns how many rows were claimed and how many slots were free.
+        """
+        now = self.clock()
+        self._current = settings = self.settings()
+        self._reap(now)
+        free = settings.max_concurrent - len(self.in_flight())
+        if free <= 0:
+            return 0, 0
+        budgets = {handler.kind: handler.lease() or settings.lease for handler in self.registry}
+        claims = self.store.claim(now, {kind: lease_for(b) for kind, b in budgets.items()}, free)
+        for claim in claims:
+            job = claim.job
+            handler = self.registry.get(job.kind)
+            assert handler is not None, "a claim only returns kinds the registry has"
+            attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
+            with self._lock:
+                self._in_flight[job.id] = attempt
+            log.event(
+                "job_reclaimed" if claim.reclaimed else "job_claimed",
+                logging.WARNING if claim.reclaimed else logging.INFO,
+                outcome="claimed",
+                job_id=job.id,
+                kind=job.kind,
+                key=job.key,
+                attempt=job.attempts,
+                lease_expires_at=job.lease_expires_at.isoformat() if job.lease_expires_at else "",
+            )
+            self.pool.submit(attempt)
+        return len(claims), free
+
+    def in_flight(self) -> list[Attempt]:
+        with self._lock:
+            return list(self._in_flight.values())
+
+    # -- internals -------------------------------------------------------------
+
+    def _execute(self, attempt: Attempt) -> None:
+        try:
+            self.executor.execute(attempt)
+        finally:
+            self._release(attempt)
+
+    def _release(self, attempt: Attempt) -> None:
+        with self._lock:
+            if self._in_flight.get(attempt.job.id) is attempt:
+                del self._in_flight[attempt.job.id]
+        self.doorbell.set()
+
+    def _reap(self, now: datetime) -> None:
+        for attempt in self.in_flight():
+            if attempt.deadline <= now:
+                self.executor.time_out(attempt, now)
+                self._release(attempt)
+
+    def _wait_seconds(self) -> float:
+        """Sleep no longer than the poll interval or the next attempt's deadline."""
+        wait = self._current.poll_interval
+        now = self.clock()
+        for attempt in self.in_flight():
+            wait = min(wait, attempt.deadline - now)
+        return max(wait, timedelta(0)).total_seconds()

@@ -1,0 +1,231 @@
+"""The store's verbs and their promises; one subclass per database vendor.
+
+Every write after a claim is a compare-and-set on that claim (id, `running`,
+the attempt number and the lease it wrote) and returns whether it won, so a
+late or stale attempt can never overwrite a newer one: the loser is told and
+writes nothing. Verbs take `now` as an argument; only the runner reads the
+clock. Verbs that are plain single-row updates are written once here with the
+ORM; a vendor module holds the statements whose SQL differs (claim, insert).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, QuerySet
+
+from jobs.models import SETTLED_STATES, Job, State
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated row to insert, as `jobs.queue` builds it from a spec."""
+
+    id: uuid.UUID
+    kind: str
+    key: str
+    payload: dict[str, Any]  # already checked to be a JSON object
+    max_attempts: int
+    run_at: datetime
+    deadline: datetime | None
+    now: datetime
+
+
+@dataclass
+class Claim:
+    """A row this runner has just claimed, and whether it was taken over."""
+
+    job: Job
+    #: True when the row was `running` under an expired lease: its previous
+    #: runner vanished without settling.
+    reclaimed: bool
+
+
+#: The columns a claim returns, in order; the vendor SQL lists the same.
+CLAIM_COLUMNS = (
+    "id",
+    "kind",
+    "key",
+    "payload",
+    "state",
+    "attempts",
+    "max_attempts",
+    "run_at",
+    "deadline",
+    "lease_expires_at",
+    "last_error",
+    "created_at",
+    "updated_at",
+    "finished_at",
+)
+
+
+class Store:
+    """The only door to the `jobs_job` table for the queue and the runner."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        return connections[self.using]
+
+    # -- vendor-specific -----------------------------------------------------
+
+    #: Insert one queued row unless a live row holds its identity. Standard
+    #: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
+    #: NOTHING covers the partial unique index, and RETURNING yields a row
+    #: only when one was inserted.
+    INSERT_SQL = """
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
+                              run_at, deadline, lease_expires_at, last_error,
+                              created_at, updated_at, finished_at)
+        VALUES (%s, %s, %s, %s, 'queued', 0, %s, %s, %s, NULL, '', %s, %s, NULL)
+        ON CONFLICT DO NOTHING
+        RETURNING id
+    """
+
+    def insert(self, row: NewJob) -> bool:
+        """Insert a queued row unless a live row holds its identity; True if inserted.
+
+        Never raises for the identity conflict, so it cannot break a caller's
+        transaction.
+        """
+        prepare = self.prepare
+        params = [
+            prepare("id", row.id),
+            row.kind,
+            row.key,
+            prepare("payload", row.payload),
+            row.max_attempts,
+            prepare("run_at", row.run_at),
+            prepare("deadline", row.deadline),
+            prepare("created_at", row.now),
+            prepare("updated_at", row.now),
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.INSERT_SQL, params)
+            return cursor.fetchone() is not None
+
+    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+        """Claim up to `limit` ready rows of the kinds in `leases`, in `run_at` order.
+
+        Ready means `queued` with `run_at <= now`, or `running` with a lease
+        that expired by `now`. Each claimed row becomes `running`, its
+        `attempts` grows by one, and its lease is written as `now` plus its
+        kind's entry in `leases`. Two concurrent claims never return one row.
+        """
+        raise NotImplementedError
+
+    # -- fenced settles ------------------------------------------------------
+
+    def _owned(self, job: Job) -> QuerySet[Job]:
+        """The row, only while the attempt that `job` describes still owns it."""
+        return Job.objects.using(self.using).filter(
+            id=job.id,
+            state=State.RUNNING,
+            attempts=job.attempts,
+            lease_expires_at=job.lease_expires_at,
+        )
+
+    def complete(self, job: Job, now: datetime) -> bool:
+        """Settle `done`."""
+        return bool(
+            self._owned(job).update(
+                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now
+            )
+        )
+
+    def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
+        """Back to `queued` at `run_at`, keeping the attempt count."""
+        return bool(
+            self._owned(job).update(
+                state=State.QUEUED,
+                run_at=run_at,
+                lease_expires_at=None,
+                last_error=error,
+                updated_at=now,
+            )
+        )
+
+    def retire(self, job: Job, now: datetime, error: str, state: str = State.FAILED) -> bool:
+        """Settle for good as `state` (`failed` by default)."""
+        return bool(
+            self._owned(job).update(
+                state=state,
+                lease_expires_at=None,
+                last_error=error,
+                finished_at=now,
+                updated_at=now,
+            )
+        )
+
+    def reschedule(self, job: Job, now: datetime, run_at: datetime) -> bool:
+        """Back to `queued` at `run_at` with a fresh attempt budget; identity kept."""
+        return bool(
+            self._owned(job).update(
+                state=State.QUEUED,
+                attempts=0,
+                run_at=run_at,
+                lease_expires_at=None,
+                last_error="",
+                updated_at=now,
+            )
+        )
+
+    # -- maintenance ---------------------------------------------------------
+
+    def prune(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` settled rows that finished before `before`; the count."""
+        jobs = Job.objects.using(self.using)
+        ids = list(
+            jobs.filter(state__in=SETTLED_STATES, finished_at__lt=before)
+            .order_by("finished_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        if not ids:
+            return 0
+        deleted, _ = jobs.filter(id__in=ids, state__in=SETTLED_STATES).delete()
+        return deleted
+
+    # -- helpers for vendor modules -------------------------------------------
+
+    def prepare(self, column: str, value: Any) -> Any:
+        """A Python value as the database driver wants it for `column`."""
+        field = Job._meta.get_field(column)
+        assert isinstance(field, Field), f"{column} is a concrete column"
+        return field.get_db_prep_save(value, self.connection)
+
+    def job_from_row(self, row: Sequence[Any]) -> Job:
+        """A `Job` from a row in `CLAIM_COLUMNS` order, without another query."""
+        values = dict(zip(CLAIM_COLUMNS, row, strict=True))
+        payload = values["payload"]
+        if isinstance(payload, (str, bytes)):
+            values["payload"] = json.loads(payload)
+        values["id"] = self.decode_uuid(values["id"])
+        for column in (
+            "run_at",
+            "deadline",
+            "lease_expires_at",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        ):
+            values[column] = self.decode_datetime(values[column])
+        job = Job(**values)
+        job._state.adding = False
+        job._state.db = self.using
+        return job
+
+    def decode_uuid(self, value: Any) -> uuid.UUID:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+    def decode_datetime(self, value: Any) -> datetime | None:
+        return value  # type: ignore[no-any-return]  # drivers that return datetimes

@@ -1,0 +1,81 @@
+"""SQLite: the claim under an immediate transaction, WAL mode on.
+
+SQLite has one writer at a time, so `BEGIN IMMEDIATE` (the project's
+`transaction_mode`) serialises claims: the select and the conditional update
+below see the same rows and no other writer can come between them. The update
+repeats the ready condition, so it stays correct even without the lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive, make_aware
+
+from jobs.store.base import CLAIM_COLUMNS, Claim, Store
+
+_READY = """
+    state IN ('queued', 'running')
+    AND run_at <= %s
+    AND kind IN ({kinds})
+    AND (state = 'queued' OR lease_expires_at <= %s)
+"""
+
+#: The ready rows, oldest run_at first, with the state each is in.
+SELECT_READY_SQL = "SELECT id, state FROM jobs_job WHERE " + _READY + " ORDER BY run_at LIMIT %s"
+
+#: Move the chosen rows to running, count the attempt and write each kind's
+#: lease, only where they are still ready.
+CLAIM_SQL = (
+    "UPDATE jobs_job SET state = 'running', attempts = attempts + 1, "
+    "lease_expires_at = CASE kind {lease_cases} END, updated_at = %s "
+    "WHERE id IN ({ids}) AND " + _READY + " RETURNING " + ", ".join(f'"{c}"' for c in CLAIM_COLUMNS)
+)
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+class SQLiteStore(Store):
+    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+        if limit < 1 or not leases:
+            return []
+        kinds = list(leases)
+        at = self.prepare("run_at", now)
+        ready_params: list[Any] = [at, *kinds, at]
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(
+                SELECT_READY_SQL.format(kinds=_placeholders(len(kinds))), [*ready_params, limit]
+            )
+            prior = {str(row[0]): row[1] for row in cursor.fetchall()}
+            if not prior:
+                return []
+            lease_params: list[Any] = []
+            for kind in kinds:
+                lease_params += [kind, self.prepare("lease_expires_at", now + leases[kind])]
+            sql = CLAIM_SQL.format(
+                lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
+                ids=_placeholders(len(prior)),
+                kinds=_placeholders(len(kinds)),
+            )
+            cursor.execute(sql, [*lease_params, at, *prior, *ready_params])
+            rows = cursor.fetchall()
+        claims = []
+        for row in rows:
+            job = self.job_from_row(row)
+            claims.append(Claim(job, prior[job.id.hex] == "running"))
+        return claims
+
+    def decode_datetime(self, value: Any) -> datetime | None:
+        if value is None or isinstance(value, datetime):
+            moment = value
+        else:
+            moment = parse_datetime(str(value))
+        if moment is not None and is_naive(moment):
+            moment = make_aware(moment, UTC)
+        return moment

@@ -1,0 +1,116 @@
+"""Shared fixtures: a fresh handler registry, in-process runners that clean up after
+themselves, and real `runjobs` processes pointed at the test database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from jobs.registry import Registry
+from jobs.runner import Runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Rules about PostgreSQL's concurrency run in CI's PostgreSQL pass.
+    if on_postgresql():
+        return
+    skip = pytest.mark.skip(reason="about PostgreSQL; runs when DATABASE_URL is PostgreSQL")
+    for item in items:
+        if "postgresql" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def registry() -> Registry:
+    """An empty registry, so each test runs only the handlers it defines."""
+    return Registry()
+
+
+@pytest.fixture
+def make_runner() -> Iterator[Callable[..., Runner]]:
+    made: list[Runner] = []
+
+    def make(**kwargs: Any) -> Runner:
+        runner = Runner(**kwargs)
+        made.append(runner)
+        return runner
+
+    yield make
+    for runner in made:
+        runner.stop()
+        runner.close()
+
+
+def database_url() -> str:
+    """A DATABASE_URL naming the test database, for subprocesses."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['TEST']['NAME'] or settings['NAME']}"
+    user = settings.get("USER") or "postgres"
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or 5432
+    return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+
+
+class RunJobs:
+    """A real `manage.py runjobs` process on the test database."""
+
+    def __init__(self, *args: str, tmp_path: Path, env: dict[str, str] | None = None) -> None:
+        self.log = tmp_path / f"runjobs-{id(self)}.log"
+        full_env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": database_url(),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), "runjobs", *args],
+                cwd=ROOT,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def runjobs(tmp_path: Path) -> Iterator[Callable[..., RunJobs]]:
+    started: list[RunJobs] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> RunJobs:
+        process = RunJobs(*args, tmp_path=tmp_path, env=env)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
