@@ -40,6 +40,20 @@ def registry() -> Registry:
 
 
 @pytest.fixture
+def configure(settings: Any) -> Callable[..., None]:
+    """Set the queue's effective config keys for this test, e.g. `configure(max_attempts=3)`.
+
+    The one way tests change the config, so they keep working when the config's
+    source changes.
+    """
+
+    def apply(**values: int) -> None:
+        settings.JOBS = {**(getattr(settings, "JOBS", None) or {}), **values}
+
+    return apply
+
+
+@pytest.fixture
 def make_runner() -> Iterator[Callable[..., Runner]]:
     made: list[Runner] = []
 
