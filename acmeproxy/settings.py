@@ -76,9 +76,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL",
         }
     )
-    # Tests run real runner threads and processes against the test database,
-    # which an in-memory database cannot share: keep it in a file.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

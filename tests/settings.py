@@ -1,11 +1,22 @@
 """Test settings: the project's, plus `tests.jobapp`, whose handlers record every execution.
 
 Real `runjobs` subprocesses started by the tests use these settings too, so
-they find the same handlers.
+they find the same handlers. The test database is a file (threads and
+processes must share it, which an in-memory SQLite cannot), and its name
+carries the pytest process id, so two test runs on one machine never share (and destroy) one
+database.
 """
 
+import os
+
 from acmeproxy.settings import *  # noqa: F403
-from acmeproxy.settings import INSTALLED_APPS
+from acmeproxy.settings import BASE_DIR, DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+_default = DATABASES["default"]
+if _default["ENGINE"] == "django.db.backends.sqlite3":
+    _default["TEST"] = {"NAME": str(BASE_DIR / f"test_db_{os.getpid()}.sqlite3")}
+else:
+    _default["TEST"] = {"NAME": f"test_{_default['NAME']}_{os.getpid()}"}
