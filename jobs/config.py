@@ -13,6 +13,7 @@ work rather than disable a feature.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -97,4 +98,9 @@ def from_mapping(values: dict[str, Any]) -> JobsSettings:
 
 def current() -> JobsSettings:
     """The config in force now; cheap enough to call on every pass and enqueue."""
-    return from_mapping(dict(getattr(settings, "JOBS", None) or {}))
+    configured = getattr(settings, "JOBS", None) or {}
+    if not isinstance(configured, Mapping):
+        raise ImproperlyConfigured(
+            f"settings.JOBS must be a dict of the queue's keys, not {type(configured).__name__}"
+        )
+    return from_mapping(dict(configured))

@@ -8,11 +8,15 @@ one, and the producer, not the pool, decides how many attempts may run.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import traceback
 from collections.abc import Callable
 
 from django.db import connections
+
+from jobs import log
 
 
 class WorkerPool[T]:
@@ -41,6 +45,15 @@ class WorkerPool[T]:
             while (item := self._queue.get()) is not None:
                 try:
                     self._work(item)
+                except Exception as error:
+                    # The work reports its own failures; anything that still
+                    # escapes must not kill a thread the pool counts as free.
+                    log.event(
+                        "worker_error",
+                        logging.ERROR,
+                        error=repr(error),
+                        traceback=traceback.format_exc(),
+                    )
                 finally:
                     with self._lock:
                         self._free += 1
