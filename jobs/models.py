@@ -1,17 +1,25 @@
-"""The `Job` row: the schedule, the attempt count and the lease, all in one place.
+"""The `Job` row (the schedule, the attempt count and the lease, all in one place)
+and the `JobsConfig` row (the live config, one row).
 
 A job is live (`queued`, `running`) while it holds its `(kind, key)` identity
-and settled (`done`, `failed`, `cancelled`) once it has released it. Rows are
-written only through `jobs.queue` and `jobs.store`, which keep the rules.
+and settled (`done`, `failed`, `cancelled`) once it has released it. Job rows
+are written only through `jobs.queue` and `jobs.store`, which keep the rules.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from typing import Any
 
-from django.db import models
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
 from django.db.models import Q
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 
+from jobs import config
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
 
 
@@ -81,3 +89,108 @@ class Job(models.Model):
     @property
     def is_live(self) -> bool:
         return self.state in LIVE_STATES
+
+
+def _config_field(name: str, help_text: str) -> models.PositiveIntegerField[Any, Any]:
+    low, high = config.BOUNDS[name]
+    return models.PositiveIntegerField(
+        default=getattr(config.DEFAULTS, name),
+        validators=[MinValueValidator(low), MaxValueValidator(high)],
+        help_text=help_text,
+    )
+
+
+class JobsConfig(models.Model):
+    """The queue's live config: one row, edited in the admin, read by every runner.
+
+    Created on first use from `settings.JOBS` / `JOBS_*` variables over the
+    seed's defaults; from then on this row is the truth. See `jobs.config` for
+    why each default is what it is.
+    """
+
+    SINGLETON_ID = 1
+
+    poll_interval_ms = _config_field(
+        "poll_interval_ms",
+        "Milliseconds an idle runner waits before looking for scheduled work (retries "
+        "coming due, periodic jobs). Takes effect at once, cutting short a wait in progress.",
+    )
+    max_concurrent = _config_field(
+        "max_concurrent",
+        "Attempts one runner runs at once. Raising it widens the pool at once; lowering it "
+        "only stops new claims until enough running attempts finish (nothing is cancelled).",
+    )
+    max_attempts = _config_field(
+        "max_attempts",
+        "Attempts a job gets before it is retired. Frozen onto each job when it is queued: "
+        "a change reaches jobs queued from now on, never those already waiting.",
+    )
+    retry_base_seconds = _config_field(
+        "retry_base_seconds",
+        "Seconds before the first retry; each later retry waits twice as long. Reaches the "
+        "next claim; a running attempt keeps the backoff it was claimed under.",
+    )
+    retry_max_seconds = _config_field(
+        "retry_max_seconds",
+        "The longest wait between retries (the ceiling of the doubling). Reaches the next "
+        "claim; a running attempt keeps the backoff it was claimed under.",
+    )
+    lease_seconds = _config_field(
+        "lease_seconds",
+        "Default time budget of one attempt, and how long a claim is held before another "
+        "runner may take the job. Reaches the next claim; a running attempt keeps its lease.",
+    )
+    retention_days = _config_field(
+        "retention_days",
+        "Days settled jobs are kept before the sweep deletes them. 0 keeps everything and "
+        "stops the sweep; setting it back above 0 schedules the sweep again. Reaches the "
+        "sweep's next pass.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "jobs config"
+        verbose_name_plural = "jobs config"
+
+    def __str__(self) -> str:
+        return "jobs config"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.pk = self.SINGLETON_ID
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        super().clean()
+        base, ceiling = self.retry_base_seconds, self.retry_max_seconds
+        if isinstance(base, int) and isinstance(ceiling, int) and base > ceiling:
+            raise ValidationError(
+                {
+                    "retry_base_seconds": (
+                        f"The first retry delay ({base} s) must not exceed "
+                        f"the ceiling ({ceiling} s)."
+                    )
+                }
+            )
+
+    def as_settings(self) -> config.JobsSettings:
+        return config.JobsSettings(**{name: getattr(self, name) for name in config.KEYS})
+
+    @classmethod
+    def load(cls, using: str | None = None) -> JobsConfig:
+        """The row, created from `jobs.config.initial()` the first time it is asked for."""
+        manager = cls.objects.using(using) if using else cls.objects
+        row = manager.filter(pk=cls.SINGLETON_ID).first()
+        if row is None:
+            row, _ = manager.get_or_create(
+                pk=cls.SINGLETON_ID, defaults=dataclasses.asdict(config.initial())
+            )
+        return row
+
+
+@receiver(post_save, sender=JobsConfig)
+def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> None:
+    # A runner in this process applies the change at once rather than at its
+    # next config check.
+    from jobs.queue import wakeup
+
+    transaction.on_commit(wakeup.ring, using=kwargs.get("using"))

@@ -61,7 +61,6 @@ def enqueue(spec: JobSpec, *, using: str | None = None) -> bool:
     only when the caller commits.
     """
     spec.validate()
-    max_attempts = spec.max_attempts or config.current().max_attempts
     store = for_database(using)
     inserted = store.insert(
         NewJob(
@@ -69,7 +68,8 @@ def enqueue(spec: JobSpec, *, using: str | None = None) -> bool:
             kind=spec.kind,
             key=spec.key,
             payload=spec.payload,
-            max_attempts=max_attempts,
+            max_attempts=spec.max_attempts,
+            default_max_attempts=config.initial().max_attempts,
             run_at=spec.run_at,
             deadline=spec.deadline,
             now=timezone.now(),

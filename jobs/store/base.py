@@ -21,7 +21,10 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, QuerySet
 
-from jobs.models import SETTLED_STATES, Job, State
+from jobs.config import BOUNDS
+from jobs.models import SETTLED_STATES, Job, JobsConfig, State
+
+_ATTEMPTS = BOUNDS["max_attempts"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,10 @@ class NewJob:
     kind: str
     key: str
     payload: dict[str, Any]  # already checked to be a JSON object
-    max_attempts: int
+    #: The spec's own budget, or None to take the configured one.
+    max_attempts: int | None
+    #: The budget to use when the spec has none and the config row is unusable.
+    default_max_attempts: int
     run_at: datetime
     deadline: datetime | None
     now: datetime
@@ -82,12 +88,22 @@ class Store:
     #: Insert one queued row unless a live row holds its identity. Standard
     #: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
     #: NOTHING covers the partial unique index, and RETURNING yields a row
-    #: only when one was inserted.
-    INSERT_SQL = """
+    #: only when one was inserted. A spec without its own budget takes the
+    #: config row's `max_attempts` in the same statement, so a change made in
+    #: any process reaches the very next enqueue everywhere, at no extra round
+    #: trip; a row holding an unusable value falls back to the initial config.
+    INSERT_SQL = f"""
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
                               run_at, deadline, lease_expires_at, last_error,
                               created_at, updated_at, finished_at)
-        VALUES (%s, %s, %s, %s, 'queued', 0, %s, %s, %s, NULL, '', %s, %s, NULL)
+        VALUES (%s, %s, %s, %s, 'queued', 0,
+                COALESCE(
+                    CAST(%s AS integer),
+                    (SELECT max_attempts FROM jobs_jobsconfig
+                     WHERE id = {JobsConfig.SINGLETON_ID}
+                       AND max_attempts BETWEEN {_ATTEMPTS[0]} AND {_ATTEMPTS[1]}),
+                    %s),
+                %s, %s, NULL, '', %s, %s, NULL)
         ON CONFLICT DO NOTHING
         RETURNING id
     """
@@ -105,6 +121,7 @@ class Store:
             row.key,
             prepare("payload", row.payload),
             row.max_attempts,
+            row.default_max_attempts,
             prepare("run_at", row.run_at),
             prepare("deadline", row.deadline),
             prepare("created_at", row.now),
