@@ -1,5 +1,6 @@
-"""The `Job` row (the schedule, the attempt count and the lease, all in one place)
-and the `JobsConfig` row (the live config, one row).
+"""The `Job` row (the schedule, the attempt count and the lease, all in one place),
+the `JobsConfig` row (the live config, one row) and `RunnerProcess` (who is
+running right now).
 
 A job is live (`queued`, `running`) while it holds its `(kind, key)` identity
 and settled (`done`, `failed`, `cancelled`) once it has released it. Job rows
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -60,6 +62,9 @@ class Job(models.Model):
         null=True,
         blank=True,
         help_text="While running: when another runner may take the row.",
+    )
+    started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the current or last attempt was claimed."
     )
     last_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -194,3 +199,38 @@ def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> N
     from jobs.queue import wakeup
 
     transaction.on_commit(wakeup.ring, using=kwargs.get("using"))
+
+
+class RunnerProcess(models.Model):
+    """One live `runjobs` process, as it last reported itself.
+
+    Written by the runner's heartbeat every few seconds and deleted on a clean
+    exit, so a row whose heartbeat has gone stale is a runner that died: its
+    running jobs stay `running` until their leases expire and another runner
+    takes them.
+    """
+
+    #: How often a runner reports itself.
+    HEARTBEAT = timedelta(seconds=5)
+    #: A runner silent this long is shown as gone: several missed heartbeats.
+    STALE_AFTER = timedelta(seconds=20)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    hostname = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    version = models.CharField(max_length=50)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    max_concurrent = models.PositiveIntegerField(help_text="Its effective limit right now.")
+    running = models.PositiveIntegerField(default=0, help_text="Attempts running right now.")
+    kinds = models.JSONField(default=list, help_text="The kinds it has handlers for.")
+
+    class Meta:
+        verbose_name = "runner"
+        ordering = ["hostname", "pid"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+    def is_gone(self, now: datetime) -> bool:
+        return self.heartbeat_at < now - self.STALE_AFTER

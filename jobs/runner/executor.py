@@ -224,22 +224,7 @@ class Executor:
             log.event(
                 "job_failed", logging.WARNING, outcome=state, **_ids(job), error=_first_line(reason)
             )
-            try:
-                with transaction.atomic(using=self.store.using):
-                    attempt.handler.abandon(job, reason)
-            except Exception as error:
-                log.event(
-                    "job_abandon_failed",
-                    logging.ERROR,
-                    outcome="failure",
-                    **_ids(job),
-                    error=_first_line(repr(error)),
-                    traceback=traceback.format_exc(),
-                )
-            else:
-                log.event(
-                    "job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason)
-                )
+            abandon(attempt.handler, job, reason, self.store.using)
         return True
 
     def lost(self, job: Job, verb: str) -> None:
@@ -271,6 +256,28 @@ class Executor:
                 error=error,
             )
             connections[self.store.using].close_if_unusable_or_obsolete()
+
+
+def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
+    """Call `handler.abandon` inside the caller's transaction, in a savepoint.
+
+    Its writes commit with the retirement around it; if it raises, they are
+    rolled back, the error is logged, and the retirement still commits.
+    """
+    try:
+        with transaction.atomic(using=using):
+            handler.abandon(job, reason)
+    except Exception as error:
+        log.event(
+            "job_abandon_failed",
+            logging.ERROR,
+            outcome="failure",
+            **_ids(job),
+            error=_first_line(repr(error)),
+            traceback=traceback.format_exc(),
+        )
+    else:
+        log.event("job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason))
 
 
 async def _bounded(coroutine: object, budget: timedelta) -> object:

@@ -31,6 +31,7 @@ from jobs.registry import registry as default_registry
 from jobs.runner.executor import Attempt, Executor, lease_for
 from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool
+from jobs.runner.presence import Presence
 from jobs.store import for_database
 
 #: The longest an idle runner goes without re-reading the config row, unless
@@ -59,6 +60,7 @@ class Runner:
         self.store = for_database(self.using)
         self.executor = Executor(self.store, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
+        self.presence = Presence(self.using, clock)
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -75,6 +77,7 @@ class Runner:
     def run(self, *, burst: bool = False) -> None:
         """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
         log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
+        self.presence.register(self.registry.kinds(), self._current.max_concurrent)
         recover_all(self.registry)
         while not self.stopping.is_set():
             self.doorbell.clear()
@@ -130,6 +133,10 @@ class Runner:
         """Release the worker threads and this runner's doorbell."""
         self.pool.close()
         wakeup.unsubscribe(self.doorbell)
+        try:
+            self.presence.remove()
+        except (DatabaseError, InterfaceError) as error:
+            log.event("runner_presence_not_removed", logging.WARNING, error=error)
         log.event("runner_stopped")
 
     def drain(self, timeout: float = 30.0) -> None:
@@ -152,6 +159,7 @@ class Runner:
         now = self.clock()
         settings = self._refresh()
         self._reap(now)
+        self.presence.beat(len(self.in_flight()), settings.max_concurrent)
         free = settings.max_concurrent - len(self.in_flight())
         if free <= 0:
             self.passes += 1
@@ -227,6 +235,7 @@ class Runner:
             try:
                 if self._refresh() != before:
                     return
+                self.presence.beat(len(self.in_flight()), self._current.max_concurrent)
             except (DatabaseError, InterfaceError):
                 return  # the next pass reports it
 

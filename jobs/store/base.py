@@ -22,7 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, QuerySet
 
 from jobs.config import BOUNDS
-from jobs.models import SETTLED_STATES, Job, JobsConfig, State
+from jobs.models import LIVE_STATES, SETTLED_STATES, Job, JobsConfig, State
 
 _ATTEMPTS = BOUNDS["max_attempts"]
 
@@ -66,6 +66,7 @@ CLAIM_COLUMNS = (
     "run_at",
     "deadline",
     "lease_expires_at",
+    "started_at",
     "last_error",
     "created_at",
     "updated_at",
@@ -197,6 +198,52 @@ class Store:
             )
         )
 
+    # -- operator verbs ------------------------------------------------------
+
+    def run_now(self, job_id: uuid.UUID, now: datetime) -> bool:
+        """Bring a queued row's `run_at` forward to `now`; False unless it is queued."""
+        rows = Job.objects.using(self.using).filter(id=job_id, state=State.QUEUED)
+        return bool(rows.update(run_at=now, updated_at=now))
+
+    def cancel(self, job_id: uuid.UUID, now: datetime, reason: str) -> Job | None:
+        """Retire a live row as `cancelled`; the row as it was, or None if it was not live.
+
+        Not fenced on an attempt: cancelling is meant to overrule whichever
+        attempt holds the row, whose own settle will then lose.
+        """
+        jobs = Job.objects.using(self.using)
+        job = jobs.select_for_update().filter(id=job_id, state__in=LIVE_STATES).first()
+        if job is None:
+            return None
+        jobs.filter(id=job_id, state__in=LIVE_STATES).update(
+            state=State.CANCELLED,
+            lease_expires_at=None,
+            last_error=reason,
+            finished_at=now,
+            updated_at=now,
+        )
+        return job
+
+    def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
+        """Queue a failed or cancelled row again at `now` with a fresh attempt budget.
+
+        Raises IntegrityError when a live row already holds its identity; the
+        caller runs this in a savepoint.
+        """
+        rows = Job.objects.using(self.using).filter(
+            id=job_id, state__in=[State.FAILED, State.CANCELLED]
+        )
+        return bool(
+            rows.update(
+                state=State.QUEUED,
+                attempts=0,
+                run_at=now,
+                lease_expires_at=None,
+                finished_at=None,
+                updated_at=now,
+            )
+        )
+
     # -- maintenance ---------------------------------------------------------
 
     def prune(self, before: datetime, limit: int) -> int:
@@ -228,6 +275,7 @@ class Store:
             values["payload"] = json.loads(payload)
         values["id"] = self.decode_uuid(values["id"])
         for column in (
+            "started_at",
             "run_at",
             "deadline",
             "lease_expires_at",

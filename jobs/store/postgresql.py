@@ -24,6 +24,7 @@ CLAIM_SQL = f"""
     SET state = 'running',
         attempts = j.attempts + 1,
         lease_expires_at = lease.expires,
+        started_at = %(now)s,
         updated_at = %(now)s
     FROM (
         SELECT id, state AS prior_state
