@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -126,7 +127,12 @@ def from_mapping(values: dict[str, Any]) -> JobsSettings:
 
 def initial() -> JobsSettings:
     """The values a new config row starts from: `settings.JOBS` over the defaults."""
-    return from_mapping(dict(getattr(settings, "JOBS", None) or {}))
+    configured = getattr(settings, "JOBS", None) or {}
+    if not isinstance(configured, Mapping):
+        raise ImproperlyConfigured(
+            f"settings.JOBS must be a dict of the queue's keys, not {type(configured).__name__}"
+        )
+    return from_mapping(dict(configured))
 
 
 def initial_sources() -> dict[str, str]:
