@@ -86,6 +86,10 @@ class Job(models.Model):
             models.Index(fields=["run_at"], condition=_LIVE, name="jobs_job_ready"),
             # The retention sweep: settled rows by age.
             models.Index(fields=["finished_at"], condition=_SETTLED, name="jobs_job_settled"),
+            # The admin's job list: newest first, and the bounds of its date
+            # drill-down. Without it every page view sorts the whole table.
+            # created_at only grows, so inserts append at the index's end.
+            models.Index(fields=["created_at"], name="jobs_job_created"),
         ]
 
     def __str__(self) -> str:

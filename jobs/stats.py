@@ -144,7 +144,12 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         if minute >= now - timedelta(minutes=5):
             last_5[bucket["state"]] += bucket["n"]
         counts = per_minute.setdefault(minute, [0, 0])
-        counts[0 if bucket["state"] == State.DONE else 1] += bucket["n"]
+        # A cancellation is an operator's decision, not a failure: a cancel
+        # storm must not read as a failure spike.
+        if bucket["state"] == State.DONE:
+            counts[0] += bucket["n"]
+        elif bucket["state"] == State.FAILED:
+            counts[1] += bucket["n"]
 
     start = (now - timedelta(hours=1)).replace(second=0, microsecond=0)
     throughput = []
