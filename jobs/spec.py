@@ -85,6 +85,15 @@ class JobSpec:
             raise InvalidJobSpec(
                 f"payload is {size} bytes of JSON; the limit is {PAYLOAD_MAX_BYTES}"
             )
+        if "\\u0000" in text:
+            raise InvalidJobSpec("payload contains a NUL character, which PostgreSQL cannot store")
+        if json.loads(text) != self.payload:
+            # Non-string keys become strings and tuples become lists: the
+            # handler would read back something other than what was queued.
+            raise InvalidJobSpec(
+                "payload does not survive a JSON round trip unchanged "
+                "(keys must be strings; use lists, not tuples)"
+            )
         return text
 
     def validate(self) -> None:
@@ -97,6 +106,10 @@ class JobSpec:
                 raise InvalidJobSpec(f"{name} must be a non-empty string, got {value!r}")
             if len(value) > limit:
                 raise InvalidJobSpec(f"{name} is {len(value)} characters; the limit is {limit}")
+            if "\x00" in value:
+                raise InvalidJobSpec(
+                    f"{name} contains a NUL character, which PostgreSQL cannot store"
+                )
         for name, moment in (("run_at", self.run_at), ("deadline", self.deadline)):
             if moment is None and name == "deadline":
                 continue

@@ -237,25 +237,25 @@ class Executor:
             reason="the attempt no longer owns the row",
         )
 
-    def guarded(self, step: Callable[..., object], *args: object) -> None:
-        """Run a settle step; a database failure is logged and the lease left to expire.
+    def guarded(self, step: Callable[..., object], attempt: Attempt, *args: object) -> None:
+        """Run a settle step; a failure is logged and the lease left to expire.
 
         The row stays `running`, so after its lease another runner takes it
         and the spent attempt is counted: the settle is lost, never the job.
         """
         try:
-            step(*args)
-        except DatabaseError as error:
-            attempt = args[0]
-            assert isinstance(attempt, Attempt)
+            step(attempt, *args)
+        except Exception as error:
             log.event(
                 "job_settle_failed",
                 logging.ERROR,
                 outcome="failure",
                 **_ids(attempt.job),
-                error=error,
+                error=repr(error),
+                traceback=traceback.format_exc(),
             )
-            connections[self.store.using].close_if_unusable_or_obsolete()
+            if isinstance(error, DatabaseError):
+                connections[self.store.using].close_if_unusable_or_obsolete()
 
 
 def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:

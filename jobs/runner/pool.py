@@ -8,11 +8,16 @@ one, and the producer, not the pool, decides how many attempts may run.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import time
+import traceback
 from collections.abc import Callable
 
 from django.db import connections
+
+from jobs import log
 
 
 class WorkerPool[T]:
@@ -41,6 +46,15 @@ class WorkerPool[T]:
             while (item := self._queue.get()) is not None:
                 try:
                     self._work(item)
+                except Exception as error:
+                    # The work reports its own failures; anything that still
+                    # escapes must not kill a thread the pool counts as free.
+                    log.event(
+                        "worker_error",
+                        logging.ERROR,
+                        error=repr(error),
+                        traceback=traceback.format_exc(),
+                    )
                 finally:
                     with self._lock:
                         self._free += 1
@@ -50,15 +64,20 @@ class WorkerPool[T]:
             connections.close_all()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Ask every thread to finish and wait up to `timeout` for the free ones."""
+        """Ask every thread to finish and wait up to `timeout` seconds in all.
+
+        A thread still inside a handler is not waited for beyond that: it is a
+        daemon, and its attempt's row is recovered by lease expiry.
+        """
         with self._lock:
             threads = list(self._threads)
             self._threads.clear()
             self._free = 0
         for _ in threads:
             self._queue.put(None)
+        give_up = time.monotonic() + timeout
         for thread in threads:
-            thread.join(timeout)
+            thread.join(max(0.0, give_up - time.monotonic()))
 
     @property
     def size(self) -> int:

@@ -39,11 +39,12 @@ def serve(*, using: str | None = None, burst: bool = False, grace: float = 30.0)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
+    finished = False
     try:
         runner.run(burst=burst)
         finished = runner.finish(grace)
     finally:
-        runner.close()
+        runner.close(wait=finished)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0 if finished else EXIT_INTERRUPTED

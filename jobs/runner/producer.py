@@ -129,9 +129,13 @@ class Runner:
             )
         return not left
 
-    def close(self) -> None:
-        """Release the worker threads and this runner's doorbell."""
-        self.pool.close()
+    def close(self, *, wait: bool = True) -> None:
+        """Release the worker threads and this runner's doorbell.
+
+        With `wait=False` (attempts are still running after the grace period)
+        threads busy in a handler are left behind rather than waited for.
+        """
+        self.pool.close(timeout=5.0 if wait else 0.0)
         wakeup.unsubscribe(self.doorbell)
         try:
             self.presence.remove()

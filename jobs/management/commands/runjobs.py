@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import sys
-from argparse import ArgumentParser
+from argparse import ArgumentParser, ArgumentTypeError
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import DEFAULT_DB_ALIAS
 
 from jobs.config import describe
 from jobs.runner.process import serve
 
 
-def _non_negative(text: str) -> float:
+def _seconds(text: str) -> float:
+    """A finite, non-negative number of seconds (argparse reports the error)."""
     try:
         value = float(text)
     except ValueError:
-        raise CommandError(f"--grace takes a number of seconds, not {text!r}") from None
-    if value < 0:
-        raise CommandError("--grace must not be negative")
+        raise ArgumentTypeError(f"takes a number of seconds, not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ArgumentTypeError(f"must be a finite number of seconds, at least 0, not {text}")
     return value
 
 
@@ -34,7 +36,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--grace",
-            type=_non_negative,
+            type=_seconds,
             default=30.0,
             help="Seconds running attempts get to finish after SIGTERM/SIGINT (default 30).",
         )

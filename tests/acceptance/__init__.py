@@ -1,0 +1,51 @@
+"""Acceptance tests: real `runjobs` processes, real signals, real databases.
+
+These are about processes and time, so they wait for real; every wait is a
+poll of the database (or of a process's log) with a deadline, never a bare
+sleep, so a slow machine makes them slower rather than wrong, and a broken rule
+fails them within seconds rather than hanging the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from jobs.models import Job
+from tests.conftest import RunJobs
+from tests.jobapp.models import Execution
+
+#: How often a wait looks again; short, since the things waited for are quick.
+POLL_SECONDS = 0.02
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, message: str) -> None:
+    """Poll `predicate` until it is truthy; fail with `message` after `timeout` seconds."""
+    give_up = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= give_up:
+            raise AssertionError(f"{message} (waited {timeout:g}s)")
+        time.sleep(POLL_SECONDS)
+
+
+def wait_for_log(process: RunJobs, text: str, timeout: float = 10.0) -> None:
+    """Wait until `process` has logged `text`, or fail showing what it did log."""
+    wait_until(
+        lambda: text in process.output() or process.process.poll() is not None,
+        timeout,
+        f"the runner logs {text!r}",
+    )
+    assert text in process.output(), f"the runner logs {text!r} before exiting:\n{process.output()}"
+
+
+def wait_for_attempt(job: Job, attempt: int, process: RunJobs, timeout: float = 15.0) -> None:
+    """Wait until attempt `attempt` of `job` has started running its handler in `process`."""
+    started = Execution.objects.filter(job_id=job.id, attempt=attempt)
+    wait_until(
+        lambda: started.exists() or process.process.poll() is not None,
+        timeout,
+        f"the runner starts attempt {attempt} of {job.key}",
+    )
+    assert started.exists(), (
+        f"the runner starts attempt {attempt} of {job.key} before exiting:\n{process.output()}"
+    )

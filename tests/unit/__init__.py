@@ -1,0 +1,1 @@
+"""Unit tests: pure rules that need no database (backoff, specs, the registry, config)."""
