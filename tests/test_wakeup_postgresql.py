@@ -37,6 +37,12 @@ def heard(conn: psycopg.Connection, timeout: float = 0.5) -> int:
     return sum(1 for _ in conn.notifies(timeout=timeout))
 
 
+def enqueue_then_fail(key: str) -> None:
+    with transaction.atomic():
+        assert enqueue(JobSpec.now("test.record", key))
+        raise RuntimeError("the view failed after enqueueing")
+
+
 def test_the_wake_up_is_sent_when_the_enqueuing_transaction_commits_and_never_on_rollback():
     with listener() as conn:
         with transaction.atomic():
@@ -44,9 +50,8 @@ def test_the_wake_up_is_sent_when_the_enqueuing_transaction_commits_and_never_on
             assert heard(conn, 0.3) == 0, "nothing is announced before the commit"
         assert heard(conn) == 1, "the commit announced the job"
 
-        with pytest.raises(RuntimeError), transaction.atomic():
-            assert enqueue(JobSpec.now("test.record", "dropped"))
-            raise RuntimeError("the view failed")
+        with pytest.raises(RuntimeError):
+            enqueue_then_fail("dropped")
         assert heard(conn) == 0, "a rolled-back job wakes nobody"
         assert not Job.objects.filter(key="dropped").exists()
 
