@@ -103,6 +103,9 @@ JOBS = {
     if f"JOBS_{name.upper()}" in os.environ
 }
 
+# Django's tasks framework runs `@task` functions as durable jobs.
+TASKS = {"default": {"BACKEND": "jobs.tasks.JobsBackend"}}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -67,6 +67,9 @@ class Job(models.Model):
         null=True, blank=True, help_text="When the current or last attempt was claimed."
     )
     last_error = models.TextField(blank=True, default="")
+    result = models.JSONField(
+        null=True, blank=True, help_text="What the last attempt returned with Done, if anything."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)

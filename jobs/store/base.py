@@ -172,11 +172,12 @@ class Store:
             lease_expires_at=job.lease_expires_at,
         )
 
-    def complete(self, job: Job, now: datetime) -> bool:
-        """Settle `done`."""
+    def complete(self, job: Job, now: datetime, result: Any = None) -> bool:
+        """Settle `done`, keeping `result` (JSON) when there is one."""
+        fields: dict[str, Any] = {"result": result} if result is not None else {}
         return bool(
             self._owned(job).update(
-                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now
+                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now, **fields
             )
         )
 
