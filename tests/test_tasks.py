@@ -128,7 +128,8 @@ def test_takes_context_passes_the_attempt_number(drain, configure):
 def test_an_async_task_runs(drain):
     result = tasks.async_double.enqueue(21)
     drain()
-    assert tasks.async_double.get_result(result.id).return_value == 42
+    value: object = tasks.async_double.get_result(result.id).return_value
+    assert value == 42, "the coroutine ran to completion on the worker"
 
 
 def test_run_after_becomes_run_at_and_the_task_waits_for_it(drain):

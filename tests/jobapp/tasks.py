@@ -31,7 +31,7 @@ def refuse(message: str) -> None:
 
 
 @task(takes_context=True)
-def which_attempt(context: TaskContext, fail_until: int) -> int:
+def which_attempt(context: TaskContext[Any, Any], fail_until: int) -> int:
     if context.attempt < fail_until:
         raise RuntimeError(f"attempt {context.attempt} fails on purpose")
     return context.attempt
