@@ -67,6 +67,9 @@ class Job(models.Model):
         null=True, blank=True, help_text="When the current or last attempt was claimed."
     )
     last_error = models.TextField(blank=True, default="")
+    result = models.JSONField(
+        null=True, blank=True, help_text="What the last attempt returned with Done, if anything."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -198,11 +201,15 @@ class JobsConfig(models.Model):
 
 @receiver(post_save, sender=JobsConfig)
 def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> None:
-    # A runner in this process applies the change at once rather than at its
-    # next config check.
+    # Runners apply a saved change at once rather than at their next config
+    # check: those in this process through the doorbell, those in others
+    # through the database where it can reach them (PostgreSQL).
     from jobs.queue import wakeup
+    from jobs.store import for_database
 
-    transaction.on_commit(wakeup.ring, using=kwargs.get("using"))
+    using = kwargs.get("using")
+    for_database(using).notify()
+    transaction.on_commit(wakeup.ring, using=using)
 
 
 class RunnerProcess(models.Model):

@@ -66,6 +66,7 @@ def run_now(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Repo
         else:
             report.skip(f"{job.state}, not queued")
     if report.touched:
+        store.notify()
         transaction.on_commit(wakeup.ring, using=store.using)
     return report
 
@@ -90,6 +91,7 @@ def retry(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Report
         else:
             report.skip(f"{job.state}, not failed or cancelled")
     if report.touched:
+        store.notify()
         transaction.on_commit(wakeup.ring, using=store.using)
     return report
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 import traceback
@@ -140,6 +141,14 @@ class Executor:
             )
         except Exception:
             return Retry(traceback.format_exc())
+        if isinstance(result, Done) and result.result is not None:
+            try:
+                json.dumps(result.result, allow_nan=False)
+            except (TypeError, ValueError) as error:
+                return Retry(
+                    f"{type(handler).__name__}.run returned a Done "
+                    f"whose result is not JSON: {error}"
+                )
         if isinstance(result, (Done, Retry, Failed, Reschedule)):
             return result
         return Retry(
@@ -150,7 +159,7 @@ class Executor:
     def settle(self, attempt: Attempt, outcome: Outcome, now: datetime) -> None:
         job = attempt.job
         if isinstance(outcome, Done):
-            if self.store.complete(job, now):
+            if self.store.complete(job, now, outcome.result):
                 log.event("job_done", outcome="done", **_ids(job))
             else:
                 self.lost(job, "done")

@@ -61,6 +61,8 @@ class Runner:
         self.executor = Executor(self.store, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
         self.presence = Presence(self.using, clock)
+        self._listener: threading.Thread | None = None
+        self._listener_stop = threading.Event()
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -78,6 +80,14 @@ class Runner:
         """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
         log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
         self.presence.register(self.registry.kinds(), self._current.max_concurrent)
+        if not burst and self.store.wakes_other_processes and self._listener is None:
+            self._listener = threading.Thread(
+                target=self.store.listen,
+                args=(self.doorbell.set, self._listener_stop),
+                name="jobs-listener",
+                daemon=True,
+            )
+            self._listener.start()
         recover_all(self.registry)
         while not self.stopping.is_set():
             self.doorbell.clear()
@@ -137,6 +147,9 @@ class Runner:
         """
         self.pool.close(timeout=5.0 if wait else 0.0)
         wakeup.unsubscribe(self.doorbell)
+        if self._listener is not None:
+            self._listener_stop.set()
+            self._listener.join(5)
         try:
             self.presence.remove()
         except (DatabaseError, InterfaceError) as error:

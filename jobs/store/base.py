@@ -11,8 +11,9 @@ ORM; a vendor module holds the statements whose SQL differs (claim, insert).
 from __future__ import annotations
 
 import json
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,6 +87,24 @@ class Store:
 
     # -- vendor-specific -----------------------------------------------------
 
+    #: Whether runners in other processes can be woken through the database.
+    #: Where they cannot, they find new work at their next poll.
+    wakes_other_processes = False
+
+    def notify(self) -> None:
+        """Wake runners in other processes when the current transaction commits.
+
+        A no-op where the database has no way to do it.
+        """
+
+    def listen(self, ring: Callable[[], None], stopping: threading.Event) -> None:
+        """Call `ring` whenever another process notifies, until `stopping` is set.
+
+        Only for stores with `wakes_other_processes`; runs on its own thread
+        and its own connection, and survives the database going away.
+        """
+        raise NotImplementedError
+
     #: Insert one queued row unless a live row holds its identity. Standard
     #: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
     #: NOTHING covers the partial unique index, and RETURNING yields a row
@@ -153,11 +172,12 @@ class Store:
             lease_expires_at=job.lease_expires_at,
         )
 
-    def complete(self, job: Job, now: datetime) -> bool:
-        """Settle `done`."""
+    def complete(self, job: Job, now: datetime, result: Any = None) -> bool:
+        """Settle `done`, keeping `result` (JSON) when there is one."""
+        fields: dict[str, Any] = {"result": result} if result is not None else {}
         return bool(
             self._owned(job).update(
-                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now
+                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now, **fields
             )
         )
 
