@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "jobs.apps.JobsAppConfig",
     "acmeproxy.orders",
+    "acmeproxy.benchmarks",
 ]
 
 MIDDLEWARE = [
