@@ -339,6 +339,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         ),
         ("Payload", {"fields": ["payload_json"], "classes": ["jobs-span"]}),
         ("Last error", {"fields": ["last_error_text"], "classes": ["jobs-span"]}),
+        ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
     ]
     readonly_fields = [
         "id",
@@ -354,6 +355,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         "lease_expires_at",
         "payload_json",
         "last_error_text",
+        "result_json",
         "created_at",
         "updated_at",
         "finished_at",
@@ -435,8 +437,11 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
 
     @admin.display(description="payload")
     def payload_json(self, job: Job) -> SafeString:
-        text = json.dumps(job.payload, indent=2, sort_keys=True, ensure_ascii=False)
-        return format_html('<pre class="jobs-pre">{}</pre>', text)
+        return _pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_json(self, job: Job) -> SafeString | str:
+        return NOTHING if job.result is None else _pretty_json(job.result)
 
     @admin.display(description="last error")
     def last_error_text(self, job: Job) -> SafeString | str:
@@ -764,3 +769,9 @@ class JobsConfigAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscr
     ) -> HttpResponse:
         row = JobsConfig.load()
         return HttpResponseRedirect(reverse("admin:jobs_jobsconfig_change", args=[row.pk]))
+
+
+def _pretty_json(value: object) -> SafeString:
+    """JSON indented for reading, escaped, in a monospace block."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return format_html('<pre class="jobs-pre">{}</pre>', text)

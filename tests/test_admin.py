@@ -298,6 +298,7 @@ def test_the_detail_shows_every_field(admin_client):
         shown = "payload_json" if field.name == "payload" else field.name
         shown = "last_error_text" if field.name == "last_error" else shown
         shown = "state_badge" if field.name == "state" else shown
+        shown = "result_json" if field.name == "result" else shown
         assert f'class="field-{shown}"' in page, f"the detail shows {field.name}"
 
 
