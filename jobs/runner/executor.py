@@ -135,7 +135,7 @@ class Executor:
                 result = asyncio.run(_bounded(handler.run(job), attempt.budget))
             else:
                 result = handler.run(job)
-        except TimeoutError:
+        except BudgetExpired:
             return Retry(
                 f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
             )
@@ -191,7 +191,7 @@ class Executor:
         run_at = now + retry_delay(
             job.attempts, settings.retry_base_seconds, settings.retry_max_seconds
         )
-        if job.deadline is not None and run_at > job.deadline:
+        if job.deadline is not None and run_at >= job.deadline:
             self.retire(
                 attempt,
                 f"deadline {job.deadline.isoformat()} comes before the next attempt at "
@@ -289,9 +289,25 @@ def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
         log.event("job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason))
 
 
+class BudgetExpired(Exception):
+    """An async attempt was cancelled at its budget (not a TimeoutError of its own)."""
+
+
 async def _bounded(coroutine: object, budget: timedelta) -> object:
-    async with asyncio.timeout(budget.total_seconds()):
-        return await coroutine  # type: ignore[misc]
+    """Await `coroutine`, cancelling it at `budget`.
+
+    Only the budget's own expiry becomes `BudgetExpired`; a TimeoutError the
+    handler raised itself (a socket timeout, say) stays an ordinary exception
+    with its traceback.
+    """
+    deadline = asyncio.timeout(budget.total_seconds())
+    try:
+        async with deadline:
+            return await coroutine  # type: ignore[misc]
+    except TimeoutError:
+        if deadline.expired():
+            raise BudgetExpired from None
+        raise
 
 
 def _ids(job: Job) -> dict[str, Any]:

@@ -122,4 +122,6 @@ class PostgreSQLStore(Store):
         with self.connection.cursor() as cursor:
             cursor.execute(CLAIM_SQL, params)
             rows = cursor.fetchall()
-        return [Claim(self.job_from_row(row[:-1]), row[-1] == "running") for row in rows]
+        claims = [Claim(self.job_from_row(row[:-1]), row[-1] == "running") for row in rows]
+        claims.sort(key=lambda claim: claim.job.run_at)
+        return claims

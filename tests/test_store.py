@@ -1,0 +1,454 @@
+"""The store contract: what every vendor store promises, run against the database in use.
+
+The runner trusts these verbs blindly: a claim that hands one row to two runners,
+or a settle that overwrites a newer claim, would run work twice or lose it. So
+each promise in `jobs.store.base` has a test here, and the same tests run on
+SQLite and on PostgreSQL. Time is a parameter of every verb, so no clock is
+frozen: each test passes its own `now`.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+
+from jobs import JobSpec, enqueue
+from jobs.models import LIVE_STATES, Job, State
+from jobs.store import Claim, Store, for_database
+from jobs.store import postgresql as pg_store
+from jobs.store import sqlite as sqlite_store
+
+pytestmark = pytest.mark.django_db
+
+#: A fixed instant far from the real clock, so nothing depends on when tests run.
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+LEASE = timedelta(minutes=5)
+KIND = "test.store"
+OTHER_KIND = "test.store.other"
+
+only_sqlite = pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="about SQLite's query plan; runs on SQLite"
+)
+
+
+@pytest.fixture
+def store() -> Store:
+    return for_database()
+
+
+def queue(key: str, *, kind: str = KIND, run_at: datetime = T0, **spec: Any) -> Job:
+    """Enqueue one job the ordinary way and return its row."""
+    assert enqueue(JobSpec(kind=kind, key=key, run_at=run_at, **spec)), f"{kind}:{key} is new"
+    return live(kind, key)
+
+
+def live(kind: str, key: str) -> Job:
+    return Job.objects.get(kind=kind, key=key, state__in=LIVE_STATES)
+
+
+def row(job: Job) -> dict[str, Any]:
+    """Every column of the row as the database holds it now."""
+    return dict(Job.objects.filter(id=job.id).values().get())
+
+
+def settled_row(key: str, finished_at: datetime, state: str = State.DONE) -> Job:
+    return Job.objects.create(
+        kind=KIND,
+        key=key,
+        state=state,
+        attempts=1,
+        max_attempts=5,
+        run_at=finished_at - timedelta(minutes=1),
+        finished_at=finished_at,
+    )
+
+
+def claim_one(store: Store, now: datetime = T0, lease: timedelta = LEASE) -> Claim:
+    claims = store.claim(now, {KIND: lease}, 10)
+    assert len(claims) == 1, f"exactly one row was ready at {now}, claimed {claims}"
+    return claims[0]
+
+
+# -- claim: which rows --------------------------------------------------------------
+
+
+def test_claim_takes_queued_rows_that_are_due_and_leaves_future_rows_untouched(store):
+    due = queue("due", run_at=T0 - timedelta(seconds=1))
+    exactly_now = queue("exactly-now", run_at=T0)
+    future = queue("future", run_at=T0 + timedelta(seconds=1))
+    before = row(future)
+
+    claimed = {c.job.id for c in store.claim(T0, {KIND: LEASE}, 10)}
+
+    assert claimed == {due.id, exactly_now.id}, "a row is ready once run_at <= now"
+    assert row(future) == before, "a row whose run_at is still ahead is not touched at all"
+
+
+def test_claim_counts_the_attempt_and_writes_each_kinds_own_lease(store):
+    queue("a", kind=KIND)
+    queue("b", kind=OTHER_KIND)
+    leases = {KIND: timedelta(minutes=5), OTHER_KIND: timedelta(seconds=42)}
+
+    claims = {c.job.kind: c for c in store.claim(T0, leases, 10)}
+
+    assert set(claims) == {KIND, OTHER_KIND}
+    for kind, lease in leases.items():
+        job = claims[kind].job
+        stored = live(kind, job.key)
+        assert claims[kind].reclaimed is False, "a queued row is claimed, not reclaimed"
+        assert job.state == stored.state == State.RUNNING, "a claimed row is running"
+        assert job.attempts == stored.attempts == 1, "the claim counts the attempt"
+        assert job.lease_expires_at == stored.lease_expires_at == T0 + lease, (
+            "the lease is now plus the lease of the row's own kind"
+        )
+
+
+def test_claim_returns_at_most_limit_rows_and_takes_the_oldest_run_at_first(store):
+    # Inserted out of run_at order, so insertion order cannot pass for run_at order.
+    offsets = [3, 1, 5, 2, 4]
+    jobs = {n: queue(f"k{n}", run_at=T0 - timedelta(minutes=n)) for n in offsets}
+
+    claims = store.claim(T0, {KIND: LEASE}, 3)
+
+    assert len(claims) == 3, "a claim never returns more rows than its limit"
+    assert {c.job.id for c in claims} == {jobs[n].id for n in (5, 4, 3)}, (
+        "the rows that have waited longest are claimed first"
+    )
+    assert Job.objects.filter(state=State.QUEUED).count() == 2, "the others stay queued"
+
+
+def test_claim_lists_the_claimed_rows_in_run_at_order(store):
+    """`Store.claim` promises its rows "in run_at order", and the runner hands them
+    to workers (and logs them) in the order the store returns them."""
+    offsets = [7, 3, 11, 1, 9, 5, 12, 2, 10, 4, 8, 6]
+    for n in offsets:
+        queue(f"k{n}", run_at=T0 - timedelta(minutes=n))
+
+    claims = store.claim(T0, {KIND: LEASE}, 10)
+
+    run_ats = [c.job.run_at for c in claims]
+    assert run_ats == sorted(run_ats), "a claim lists its rows oldest run_at first"
+
+
+def test_claim_returns_only_kinds_it_was_given_a_lease_for(store):
+    mine = queue("mine")
+    unknown = queue("theirs", kind="test.store.unknown")
+
+    claims = store.claim(T0, {KIND: LEASE}, 10)
+
+    assert [c.job.id for c in claims] == [mine.id]
+    stored = Job.objects.get(id=unknown.id)
+    assert stored.state == State.QUEUED, "a row of a kind nobody handles stays queued"
+    assert stored.attempts == 0, "and no attempt is counted against it"
+
+
+def test_claim_with_no_kinds_or_no_room_claims_nothing(store):
+    queue("k")
+
+    assert store.claim(T0, {}, 10) == [], "no handlers, no claim"
+    assert store.claim(T0, {KIND: LEASE}, 0) == [], "no free slot, no claim"
+    assert live(KIND, "k").attempts == 0, "nothing was counted"
+
+
+# -- claim: expired leases and exclusivity --------------------------------------------
+
+
+def test_a_running_row_is_reclaimed_once_its_lease_has_expired_and_not_before(store):
+    queue("k")
+    first = claim_one(store, T0, timedelta(minutes=1))
+
+    assert store.claim(T0 + timedelta(seconds=59), {KIND: LEASE}, 10) == [], (
+        "a row whose lease still runs belongs to its runner"
+    )
+    later = T0 + timedelta(minutes=2)
+    second = claim_one(store, later)
+
+    assert second.job.id == first.job.id
+    assert second.reclaimed is True, "taking over an expired lease is reported as a reclaim"
+    assert second.job.attempts == 2, "the vanished attempt still counts"
+    assert second.job.lease_expires_at == later + LEASE, "the new claim writes a new lease"
+
+
+def test_two_sequential_claims_never_return_the_same_row(store):
+    for n in range(5):
+        queue(f"k{n}")
+
+    first = store.claim(T0, {KIND: LEASE}, 3)
+    second = store.claim(T0, {KIND: LEASE}, 10)
+    third = store.claim(T0, {KIND: LEASE}, 10)
+
+    first_ids = {c.job.id for c in first}
+    second_ids = {c.job.id for c in second}
+    assert len(first_ids) == 3
+    assert len(second_ids) == 2
+    assert not first_ids & second_ids, "a claimed row is not ready for the next claim"
+    assert third == [], "once every row is claimed, nothing is left to claim"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_on_their_own_connections_never_return_one_row_twice(store):
+    """The claim is the one place two runners meet; a duplicate would run a job twice."""
+    total = 200
+    for n in range(total):
+        queue(f"k{n:03d}", run_at=T0 - timedelta(seconds=n % 7))
+    threads_count = 6
+    # Every round, all threads claim at once; between rounds they agree whether
+    # anything is left, so they all stop on the same round.
+    together = threading.Barrier(threads_count)
+    results: list[list[uuid.UUID]] = [[] for _ in range(threads_count)]
+    errors: list[BaseException] = []
+
+    def claim_until_empty(mine: list[uuid.UUID]) -> None:
+        try:
+            own = for_database()
+            while True:
+                together.wait(30)
+                mine.extend(c.job.id for c in own.claim(T0, {KIND: LEASE}, 7))
+                together.wait(30)
+                if not Job.objects.filter(state=State.QUEUED).exists():
+                    return
+        except BaseException as error:
+            errors.append(error)
+            together.abort()
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=claim_until_empty, args=(results[n],)) for n in range(threads_count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert not errors, f"no claim failed: {errors}"
+    assert not any(thread.is_alive() for thread in threads), "every claiming thread finished"
+    claimed = [job_id for mine in results for job_id in mine]
+    assert len(claimed) == len(set(claimed)), "no row was returned to two claims"
+    assert set(claimed) == set(Job.objects.values_list("id", flat=True)), (
+        "between them the claims took every ready row"
+    )
+    assert sum(1 for mine in results if mine) > 1, "the claims really did run side by side"
+    assert set(Job.objects.values_list("attempts", flat=True)) == {1}, (
+        "every row was counted exactly once"
+    )
+
+
+# -- fenced settles ------------------------------------------------------------------
+
+Settle = Callable[[Store, Job, datetime], bool]
+
+SETTLES: dict[str, Settle] = {
+    "complete": lambda store, job, now: store.complete(job, now),
+    "retry": lambda store, job, now: store.retry(job, now, now + timedelta(minutes=1), "late"),
+    "retire": lambda store, job, now: store.retire(job, now, "late"),
+    "reschedule": lambda store, job, now: store.reschedule(job, now, now + timedelta(hours=1)),
+}
+
+
+@pytest.mark.parametrize("verb", list(SETTLES))
+def test_a_settle_by_an_attempt_whose_row_was_reclaimed_loses_and_writes_nothing(store, verb):
+    """A slow attempt that outlived its lease must not overwrite the attempt that took over."""
+    queue("k")
+    stale = claim_one(store, T0, timedelta(minutes=1)).job
+    current = claim_one(store, T0 + timedelta(minutes=2)).job
+    before = row(current)
+
+    assert SETTLES[verb](store, stale, T0 + timedelta(minutes=3)) is False, (
+        f"{verb} by the stale attempt reports that it lost"
+    )
+    assert row(current) == before, f"the losing {verb} wrote nothing"
+    assert SETTLES[verb](store, current, T0 + timedelta(minutes=3)) is True, (
+        f"{verb} by the attempt that owns the row wins"
+    )
+
+
+@pytest.mark.parametrize("verb", list(SETTLES))
+def test_a_second_settle_of_an_already_settled_attempt_loses_and_writes_nothing(store, verb):
+    queue("k")
+    job = claim_one(store).job
+    assert store.complete(job, T0 + timedelta(seconds=1)) is True
+    before = row(job)
+
+    assert SETTLES[verb](store, job, T0 + timedelta(seconds=2)) is False, (
+        f"{verb} after the attempt settled reports that it lost"
+    )
+    assert row(job) == before, f"the losing {verb} wrote nothing"
+
+
+@pytest.mark.parametrize("verb", list(SETTLES))
+def test_a_stale_attempt_loses_even_when_a_reschedule_has_brought_its_attempt_number_back(
+    store, verb
+):
+    """Reschedule resets attempts to 0, so attempt numbers recur; the lease still fences."""
+    queue("k")
+    stale = claim_one(store, T0, timedelta(minutes=1)).job
+    taken_over = claim_one(store, T0 + timedelta(minutes=2)).job
+    assert store.reschedule(taken_over, T0 + timedelta(minutes=3), T0 + timedelta(minutes=4))
+    current = claim_one(store, T0 + timedelta(minutes=5)).job
+    assert current.attempts == stale.attempts == 1, "the attempt number recurred"
+    before = row(current)
+
+    assert SETTLES[verb](store, stale, T0 + timedelta(minutes=6)) is False, (
+        f"{verb} by an attempt from before the reschedule loses"
+    )
+    assert row(current) == before, f"the losing {verb} wrote nothing"
+
+
+def test_complete_settles_done_and_releases_the_identity(store):
+    queue("k")
+    job = claim_one(store).job
+    done_at = T0 + timedelta(seconds=3)
+
+    assert store.complete(job, done_at) is True
+    stored = Job.objects.get(id=job.id)
+    assert stored.state == State.DONE
+    assert stored.finished_at == done_at, "a settled row says when it finished"
+    assert stored.lease_expires_at is None, "a settled row holds no lease"
+    assert enqueue(JobSpec(kind=KIND, key="k", run_at=T0)), "a done row releases its identity"
+
+
+def test_retry_requeues_at_the_given_time_keeping_the_attempt_count_and_the_error(store):
+    queue("k")
+    job = claim_one(store).job
+    run_at = T0 + timedelta(minutes=10)
+
+    assert store.retry(job, T0, run_at, "upstream said 503") is True
+    stored = Job.objects.get(id=job.id)
+    assert stored.state == State.QUEUED
+    assert stored.run_at == run_at
+    assert stored.attempts == 1, "a retry keeps the attempts spent"
+    assert stored.last_error == "upstream said 503", "the reason is kept for the operator"
+    assert stored.lease_expires_at is None
+
+
+def test_reschedule_resets_the_attempts_and_keeps_the_row_live_with_its_identity(store):
+    queue("k")
+    job = claim_one(store).job
+    run_at = T0 + timedelta(hours=1)
+
+    assert store.reschedule(job, T0, run_at) is True
+    stored = Job.objects.get(id=job.id)
+    assert stored.state == State.QUEUED, "a rescheduled row stays live"
+    assert stored.attempts == 0, "each occurrence gets a fresh attempt budget"
+    assert stored.run_at == run_at
+    assert stored.finished_at is None
+    assert enqueue(JobSpec(kind=KIND, key="k", run_at=T0)) is False, (
+        "a rescheduled row still holds its identity, so a periodic job stays one row"
+    )
+
+
+def test_retire_sets_finished_at_and_releases_the_identity(store):
+    queue("k")
+    job = claim_one(store).job
+    retired_at = T0 + timedelta(seconds=5)
+
+    assert store.retire(job, retired_at, "the payload can never parse") is True
+    stored = Job.objects.get(id=job.id)
+    assert stored.state == State.FAILED
+    assert stored.finished_at == retired_at
+    assert stored.last_error == "the payload can never parse"
+    assert stored.lease_expires_at is None
+    assert enqueue(JobSpec(kind=KIND, key="k", run_at=T0)) is True, (
+        "a retired row releases its identity, so the work can be queued again"
+    )
+
+
+# -- prune ----------------------------------------------------------------------------
+
+
+def test_prune_deletes_only_settled_rows_that_finished_before_the_cutoff(store):
+    before = T0
+    old = [
+        settled_row("old-done", before - timedelta(days=3)),
+        settled_row("old-failed", before - timedelta(days=2), State.FAILED),
+        settled_row("old-cancelled", before - timedelta(seconds=1), State.CANCELLED),
+    ]
+    new = [
+        settled_row("new-done", before + timedelta(seconds=1)),
+        settled_row("at-cutoff", before),
+    ]
+    queued = queue("live-queued", run_at=before - timedelta(days=30))
+    running = queue("live-running", run_at=before - timedelta(days=30))
+    claim_ids = {c.job.id for c in store.claim(before - timedelta(days=29), {KIND: LEASE}, 10)}
+    assert claim_ids == {queued.id, running.id}
+    Job.objects.filter(id=queued.id).update(state=State.QUEUED, lease_expires_at=None)
+    # A live row carrying an old finished_at must still never be deleted.
+    Job.objects.filter(id=running.id).update(finished_at=before - timedelta(days=30))
+
+    assert store.prune(before, 100) == len(old)
+
+    remaining = set(Job.objects.values_list("id", flat=True))
+    assert not remaining & {job.id for job in old}, "settled rows past the cutoff are deleted"
+    assert {job.id for job in new} <= remaining, "settled rows newer than the cutoff stay"
+    assert {queued.id, running.id} <= remaining, "live rows are never pruned"
+
+
+def test_prune_deletes_at_most_limit_rows_per_call(store):
+    for n in range(5):
+        settled_row(f"old{n}", T0 - timedelta(days=10, minutes=n))
+
+    counts = [store.prune(T0, 2) for _ in range(4)]
+
+    assert counts == [2, 2, 1, 0], "each call deletes at most its limit, until none are left"
+    assert not Job.objects.exists()
+
+
+# -- the claim uses its index ---------------------------------------------------------
+
+
+@pytest.mark.postgresql
+def test_the_postgresql_claim_finds_ready_rows_through_the_jobs_job_ready_index(store):
+    """A million settled rows must not slow the claim: they never enter the partial index."""
+    settled = [
+        Job(
+            kind=KIND,
+            key=f"settled{n}",
+            state=State.DONE,
+            attempts=1,
+            max_attempts=5,
+            run_at=T0 - timedelta(days=1, seconds=n),
+            finished_at=T0 - timedelta(days=1),
+        )
+        for n in range(20_000)
+    ]
+    Job.objects.bulk_create(settled, batch_size=5_000)
+    for n in range(5):
+        queue(f"ready{n}", run_at=T0 - timedelta(minutes=n))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+        params: dict[str, Any] = {
+            "now": T0,
+            "kinds": [KIND],
+            "expires": [T0 + LEASE],
+            "limit": 8,
+        }
+        cursor.execute("EXPLAIN " + pg_store.CLAIM_SQL, params)
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+
+    assert "jobs_job_ready" in plan, f"the claim reads ready rows from the index:\n{plan}"
+    assert live(KIND, "ready0").attempts == 0, "EXPLAIN claimed nothing"
+
+
+@only_sqlite
+def test_the_sqlite_claim_finds_ready_rows_through_the_jobs_job_ready_index(store):
+    """Django never runs ANALYZE, so the plan must be right on a database without statistics.
+
+    Any other plan reads every live row of the handled kinds and sorts them, under
+    the write lock, on every claim: cost grows with the backlog instead of the limit.
+    """
+    settled_row("settled", T0 - timedelta(days=1))
+    queue("ready")
+    at = store.prepare("run_at", T0)
+    sql = sqlite_store.SELECT_READY_SQL.format(kinds="%s")
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, [at, KIND, at, 8])
+        plan = "\n".join(str(line[-1]) for line in cursor.fetchall())
+
+    assert "jobs_job_ready" in plan, f"the claim reads ready rows from the index:\n{plan}"

@@ -1,0 +1,173 @@
+"""The retention sweep: one periodic row that keeps the table near its bound.
+
+The sweep is an ordinary handler, so these tests run it through a real runner:
+what it deletes (settled rows past `retention_days`, in small batches), what
+it never touches (newer settled rows, live rows), and how it stays one row
+(`Reschedule`, and a `recover` the live identity makes idempotent).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from unittest import mock
+
+import pytest
+from freezegun import freeze_time
+
+import jobs.sweep
+from jobs import JobSpec, enqueue
+from jobs.models import Job, State
+from jobs.registry import Registry
+from jobs.registry import registry as default_registry
+from jobs.store import Store
+from jobs.sweep import SweepHandler
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+KIND = "test.swept"
+
+
+@pytest.fixture
+def sweep_registry(registry: Registry) -> Registry:
+    registry.register(SweepHandler)
+    return registry
+
+
+def settled(key: str, age: timedelta, state: str = State.DONE) -> Job:
+    """A settled row that finished `age` before T0."""
+    return Job.objects.create(
+        kind=KIND,
+        key=key,
+        state=state,
+        attempts=1,
+        max_attempts=5,
+        run_at=T0 - age - timedelta(minutes=1),
+        finished_at=T0 - age,
+    )
+
+
+def live(key: str, age: timedelta) -> Job:
+    """A queued row of a kind no handler answers for, waiting since `age` before T0."""
+    assert enqueue(JobSpec(kind=KIND, key=key, run_at=T0 - age))
+    return Job.objects.get(kind=KIND, key=key)
+
+
+def sweep_row() -> Job:
+    return Job.objects.get(kind=jobs.sweep.KIND)
+
+
+def ids(rows: list[Job]) -> set[object]:
+    return {row.id for row in rows}
+
+
+def test_the_sweep_is_registered_in_the_default_registry():
+    assert isinstance(default_registry.get(jobs.sweep.KIND), SweepHandler), (
+        "every project gets the sweep without registering it"
+    )
+
+
+def test_the_sweep_deletes_settled_rows_past_retention_and_keeps_newer_and_live_rows(
+    sweep_registry, make_runner, configure
+):
+    configure(retention_days=7)
+    old = [
+        settled("old-done", timedelta(days=8)),
+        settled("old-failed", timedelta(days=30), State.FAILED),
+        settled("old-cancelled", timedelta(days=7, seconds=1), State.CANCELLED),
+    ]
+    new = [settled("new-done", timedelta(days=6)), settled("new-failed", timedelta(hours=1))]
+    waiting = [live("old-live", timedelta(days=30)), live("new-live", timedelta(days=1))]
+    runner = make_runner(registry=sweep_registry)
+    with freeze_time(T0):
+        runner.drain()
+
+    remaining = set(Job.objects.values_list("id", flat=True))
+    assert not ids(old) & remaining, "settled rows older than retention_days are deleted"
+    assert ids(new) <= remaining, "settled rows within retention_days are kept"
+    assert ids(waiting) <= remaining, "live rows are never swept, however old"
+
+
+def test_the_sweep_deletes_in_small_batches_until_every_old_row_is_gone(
+    sweep_registry, make_runner, configure
+):
+    """Small batches keep each DELETE's locks brief on a big table."""
+    configure(retention_days=7)
+    for n in range(5):
+        settled(f"old{n}", timedelta(days=8, minutes=n))
+    kept = settled("new", timedelta(days=1))
+    prune = Store.prune
+    runner = make_runner(registry=sweep_registry)
+    with (
+        mock.patch.object(jobs.sweep, "BATCH", 2),
+        mock.patch.object(Store, "prune", autospec=True, side_effect=prune) as spy,
+        freeze_time(T0),
+    ):
+        runner.drain()
+
+    limits = [call.args[2] for call in spy.call_args_list]
+    assert len(limits) >= 3, f"five old rows in batches of two take several deletes: {limits}"
+    assert set(limits) == {2}, "every delete is limited to one batch"
+    assert list(Job.objects.filter(kind=KIND).values_list("id", flat=True)) == [kept.id], (
+        "every old row is gone and the newer one is kept"
+    )
+
+
+def test_the_sweep_reschedules_itself_so_it_stays_one_live_row(
+    sweep_registry, make_runner, configure
+):
+    configure(retention_days=7)
+    runner = make_runner(registry=sweep_registry)
+    with freeze_time(T0) as frozen:
+        runner.drain()
+        first = sweep_row()
+        assert first.state == State.QUEUED, "after a pass the sweep waits for its next one"
+        assert first.run_at == T0 + jobs.sweep.INTERVAL
+        assert first.attempts == 0, "each pass starts with a fresh attempt budget"
+
+        frozen.tick(jobs.sweep.INTERVAL)
+        runner.drain()
+
+    again = sweep_row()
+    assert again.id == first.id, "the same row runs again; no second row is created"
+    assert again.state == State.QUEUED
+    assert again.run_at == T0 + 2 * jobs.sweep.INTERVAL
+
+
+def test_the_sweeps_recover_queues_exactly_one_row_even_when_called_twice(configure):
+    configure(retention_days=7)
+    handler = SweepHandler()
+
+    handler.recover()
+    handler.recover()
+
+    rows = Job.objects.filter(kind=jobs.sweep.KIND)
+    assert rows.count() == 1, "the live identity keeps the sweep one row"
+    assert rows.get().key == jobs.sweep.KEY
+    assert rows.get().state == State.QUEUED
+
+
+def test_with_retention_off_recover_schedules_no_sweep(configure):
+    configure(retention_days=0)
+
+    SweepHandler().recover()
+
+    assert not Job.objects.filter(kind=jobs.sweep.KIND).exists(), (
+        "retention_days = 0 keeps everything, so there is nothing to schedule"
+    )
+
+
+def test_with_retention_off_a_running_sweep_finishes_done_and_deletes_nothing(
+    sweep_registry, make_runner, configure
+):
+    """A sweep queued before retention was switched off stops repeating."""
+    configure(retention_days=0)
+    old = settled("old", timedelta(days=365))
+    assert enqueue(JobSpec.now(jobs.sweep.KIND, jobs.sweep.KEY))
+    runner = make_runner(registry=sweep_registry)
+    with freeze_time(T0):
+        runner.drain()
+
+    row = sweep_row()
+    assert row.state == State.DONE, "the sweep returns Done instead of rescheduling"
+    assert Job.objects.filter(id=old.id).exists(), "nothing is deleted while retention is off"
