@@ -46,17 +46,13 @@ _RETURNING = ", ".join(f'j."{column}"' for column in CLAIM_COLUMNS)
 
 #: Lock up to N ready rows (skipping rows another claim holds), then move them
 #: to running, count the attempt and write each kind's lease, reporting what
-#: state each row was in before. The range on run_at serves both kinds of
+#: state each row was in before. The CTE is MATERIALIZED so the locking
+#: SELECT runs exactly once: as a subquery the planner may rescan it inside
+#: a join, and each rescan can lock and return more rows than LIMIT. The range on run_at serves both kinds of
 #: ready row from the jobs_job_ready index: a running row's run_at is in the
 #: past too.
 CLAIM_SQL = f"""
-    UPDATE jobs_job AS j
-    SET state = 'running',
-        attempts = j.attempts + 1,
-        lease_expires_at = lease.expires,
-        started_at = %(now)s,
-        updated_at = %(now)s
-    FROM (
+    WITH ready AS MATERIALIZED (
         SELECT id, state AS prior_state
         FROM jobs_job
         WHERE state IN ('queued', 'running')
@@ -66,8 +62,14 @@ CLAIM_SQL = f"""
         ORDER BY run_at
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
-    ) AS ready,
-    unnest(%(kinds)s::text[], %(expires)s::timestamptz[]) AS lease(kind, expires)
+    )
+    UPDATE jobs_job AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_expires_at = lease.expires,
+        started_at = %(now)s,
+        updated_at = %(now)s
+    FROM ready, unnest(%(kinds)s::text[], %(expires)s::timestamptz[]) AS lease(kind, expires)
     WHERE j.id = ready.id AND lease.kind = j.kind
     RETURNING {_RETURNING}, ready.prior_state
 """
