@@ -2,7 +2,8 @@
 
 Everything a deployment changes comes from a variable: `DATABASE_URL` (SQLite in
 the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, and the
-queue's seven `JOBS_*` keys (see `jobs.config`).
+queue's seven `JOBS_*` keys (see `jobs.config`), and the orders example's
+`ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`.
 """
 
 import os
@@ -30,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "jobs.apps.JobsAppConfig",
+    "acmeproxy.orders",
+    "acmeproxy.benchmarks",
 ]
 
 MIDDLEWARE = [
@@ -102,6 +105,16 @@ JOBS = {
     )
     if f"JOBS_{name.upper()}" in os.environ
 }
+
+# The orders example's upstream CA. Nothing listens at the default (the discard
+# port), so an unconfigured relay retries "connection refused" until its
+# attempts run out rather than reaching anything by accident. The timeout bounds
+# one whole request, and the relay's lease is written from it.
+ORDERS_UPSTREAM_URL = env("ORDERS_UPSTREAM_URL", default="http://127.0.0.1:9/")
+ORDERS_UPSTREAM_TIMEOUT = env.float("ORDERS_UPSTREAM_TIMEOUT", default=10.0)
+
+# Django's tasks framework runs `@task` functions as durable jobs.
+TASKS = {"default": {"BACKEND": "jobs.tasks.JobsBackend"}}
 
 LOGGING = {
     "version": 1,

@@ -53,6 +53,8 @@ from jobs.spec import InvalidJobSpec, JobSpec
 if TYPE_CHECKING:
     from jobs.queue import enqueue, enqueue_or_log
 
+__version__ = "0.1.0"
+
 __all__ = [
     "Done",
     "Failed",

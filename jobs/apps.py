@@ -13,7 +13,7 @@ class JobsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from jobs import checks, sweep  # noqa: F401  (registers the checks and the sweep)
+        from jobs import checks, sweep, tasks  # noqa: F401  (checks, sweep, task handler)
         from jobs.registry import autodiscover
 
         autodiscover()

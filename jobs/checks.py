@@ -3,7 +3,8 @@
 Stable ids: `jobs.E001` SQLite without an immediate transaction mode (claims
 could fail with "database is locked" instead of waiting), `jobs.E002` a
 database vendor the store does not support, `jobs.E003` an unusable
-`settings.JOBS`.
+`settings.JOBS`, `jobs.E004` (with `--database`) a config row edited into
+nonsense.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from jobs import config
 from jobs.store import for_database
@@ -44,7 +45,30 @@ def check_databases(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage
 @checks.register()
 def check_settings(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
     try:
-        config.current()
+        config.initial()
     except (ImproperlyConfigured, TypeError) as error:
         return [checks.Error(str(error), id="jobs.E003")]
     return []
+
+
+@checks.register(checks.Tags.database)
+def check_config_row(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Runs with `check --database`: a row edited into nonsense by hand."""
+    from jobs.models import JobsConfig
+
+    found: list[checks.CheckMessage] = []
+    for alias in kwargs.get("databases") or []:
+        try:
+            row = JobsConfig.objects.using(alias).filter(pk=JobsConfig.SINGLETON_ID).first()
+        except DatabaseError:
+            continue  # not migrated yet: nothing to check
+        problems = row.as_settings().problems() if row else []
+        if problems:
+            found.append(
+                checks.Error(
+                    f"the JobsConfig row in {alias!r} is not usable: " + "; ".join(problems),
+                    hint="Fix it in the admin; runners keep the last good config meanwhile.",
+                    id="jobs.E004",
+                )
+            )
+    return found

@@ -1,9 +1,12 @@
-"""The effective `[jobs]` config: the seed's seven keys, their defaults, and validation.
+"""The effective `[jobs]` config: the seed's seven keys, their bounds, and where they come from.
 
-Read through `current()` on every pass of the runner and at every enqueue, so
-this is the one place that decides what the queue is tuned to. Today the
-values come from `settings.JOBS` (filled from `JOBS_*` variables); each key's
-comment says at what grain a change takes effect.
+The `JobsConfig` row is the truth. It is created on first use from
+`settings.JOBS` (which `JOBS_*` environment variables fill) over the defaults
+below; afterwards an operator edits it in the admin and every key reloads
+without a restart, each at its own grain (said on each field). A runner reads
+the row on every pass and at least once a second while idle, so a saved change
+reaches it within a second; SIGHUP, or a save in its own process, reaches it at
+once. A row it cannot use is logged and the last good config stays in force.
 
 There is deliberately no `enabled` key: the runner is how the project finishes
 work it has already promised somebody, so switching it off would strand that
@@ -13,39 +16,57 @@ work rather than disable a feature.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from jobs import log
+
+if TYPE_CHECKING:
+    from jobs.models import JobsConfig
 
 
 @dataclass(frozen=True)
 class JobsSettings:
     #: How often an idle runner looks for work nobody woke it for: backoffs
-    #: coming due, periodic jobs. An enqueue in the runner's own process wakes
-    #: it at once. Read on every pass of the loop.
+    #: coming due, periodic jobs. Milliseconds, so a test can go below a second.
+    #: Takes effect at once, cutting short a sleep at the old value: lowering
+    #: it is what an operator does because something is waiting now.
     poll_interval_ms: int = 1_000
     #: How many attempts run at once in one runner. Eight keeps a restart after
     #: an upstream outage from becoming thousands of concurrent callers against
-    #: one service, and still drains a backlog steadily. Read on every pass.
+    #: one service, and still drains a backlog steadily. Raising it widens the
+    #: next claim at once; lowering it only stops claiming until enough running
+    #: attempts finish, since nothing in flight is cancelled to reach a number.
     max_concurrent: int = 8
     #: Attempts before a job is retired. Counted at claim, so a job that kills
-    #: its process still spends one. Frozen onto each row at enqueue: a change
-    #: reaches work queued from then on, never the backlog.
+    #: its process still spends one. With the 30 s base, five attempts span
+    #: about seven and a half minutes: long enough to outlast a blip, short
+    #: enough not to keep doomed work alive. Frozen onto each row at enqueue:
+    #: a change reaches work queued from then on, never the backlog, which
+    #: would silently extend work an operator had already given up on.
     max_attempts: int = 5
-    #: The first retry delay; each later one doubles. Reaches the next claim.
+    #: The first retry delay; each later one doubles. Longer than a round trip,
+    #: so a retry is not the same failure again. Reaches the next claim.
     retry_base_seconds: int = 30
-    #: The ceiling the doubling stops at. Reaches the next claim.
+    #: The ceiling of that doubling: an hour keeps a day-long outage from
+    #: scheduling the next attempt days out. Reaches the next claim.
     retry_max_seconds: int = 3_600
     #: The default budget of one attempt, and so how long a claim is held
     #: before another runner may take the row. Reaches the next claim: an
-    #: attempt already running keeps the lease it was claimed under.
+    #: attempt already running keeps the lease it was claimed under, since
+    #: moving it mid-flight is how a working job gets reclaimed as crashed.
     lease_seconds: int = 300
-    #: Settled rows older than this many days are deleted by the sweep; 0
-    #: keeps everything and schedules no sweep. Reaches the sweep's next pass.
+    #: Settled rows older than this many days are deleted by the sweep. A week
+    #: outlives a weekend, the span that matters for reading why work failed.
+    #: 0 keeps everything and stops the sweep being scheduled; setting it back
+    #: above 0 schedules it again. Reaches the sweep's next pass.
     retention_days: int = 7
 
     @property
@@ -59,19 +80,14 @@ class JobsSettings:
     def problems(self) -> list[str]:
         """Every reason these values cannot be used; empty when they can."""
         found = []
-        for item in dataclasses.fields(self):
-            value = getattr(self, item.name)
+        for name in KEYS:
+            value = getattr(self, name)
+            low, high = BOUNDS[name]
             if isinstance(value, bool) or not isinstance(value, int):
-                found.append(f"{item.name} must be an integer, got {value!r}")
-        if found:
-            return found
-        for name in ("poll_interval_ms", "max_concurrent", "max_attempts", "lease_seconds"):
-            if getattr(self, name) < 1:
-                found.append(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("retry_base_seconds", "retry_max_seconds", "retention_days"):
-            if getattr(self, name) < 0:
-                found.append(f"{name} must not be negative, got {getattr(self, name)}")
-        if self.retry_base_seconds > self.retry_max_seconds:
+                found.append(f"{name} must be an integer, got {value!r}")
+            elif not low <= value <= high:
+                found.append(f"{name} must be between {low} and {high}, got {value}")
+        if not found and self.retry_base_seconds > self.retry_max_seconds:
             found.append(
                 f"retry_base_seconds ({self.retry_base_seconds}) must not exceed "
                 f"retry_max_seconds ({self.retry_max_seconds})"
@@ -80,27 +96,139 @@ class JobsSettings:
 
 
 KEYS = tuple(item.name for item in dataclasses.fields(JobsSettings))
+DEFAULTS = JobsSettings()
+
+#: Inclusive bounds per key. The upper bounds are sanity, not policy: past
+#: them a value is almost certainly a typo (milliseconds typed as seconds).
+BOUNDS: dict[str, tuple[int, int]] = {
+    "poll_interval_ms": (1, 3_600_000),  # up to an hour
+    "max_concurrent": (1, 1_000),
+    "max_attempts": (1, 1_000),
+    "retry_base_seconds": (0, 86_400),  # up to a day
+    "retry_max_seconds": (0, 2_592_000),  # up to 30 days
+    "lease_seconds": (1, 86_400),  # up to a day
+    "retention_days": (0, 3_650),  # up to ten years
+}
 
 
 def from_mapping(values: dict[str, Any]) -> JobsSettings:
-    """Build settings from a mapping of the seven keys, refusing unknown or bad ones."""
+    """Settings from a mapping of (some of) the seven keys, refusing unknown or bad ones."""
     unknown = sorted(set(values) - set(KEYS))
     if unknown:
         raise ImproperlyConfigured(
             f"settings.JOBS has unknown keys {unknown}; the keys are {list(KEYS)}"
         )
-    built = JobsSettings(**values)
+    built = dataclasses.replace(DEFAULTS, **values)
     problems = built.problems()
     if problems:
         raise ImproperlyConfigured("settings.JOBS is not usable: " + "; ".join(problems))
     return built
 
 
-def current() -> JobsSettings:
-    """The config in force now; cheap enough to call on every pass and enqueue."""
+def initial() -> JobsSettings:
+    """The values a new config row starts from: `settings.JOBS` over the defaults."""
     configured = getattr(settings, "JOBS", None) or {}
     if not isinstance(configured, Mapping):
         raise ImproperlyConfigured(
             f"settings.JOBS must be a dict of the queue's keys, not {type(configured).__name__}"
         )
     return from_mapping(dict(configured))
+
+
+def initial_sources() -> dict[str, str]:
+    """Where each initial value came from, for `runjobs --print-config`."""
+    configured = getattr(settings, "JOBS", None) or {}
+    sources = {}
+    for name in KEYS:
+        variable = f"JOBS_{name.upper()}"
+        if name in configured and variable in os.environ:
+            sources[name] = f"environment ({variable})"
+        elif name in configured:
+            sources[name] = "settings.JOBS"
+        else:
+            sources[name] = "default"
+    return sources
+
+
+def current(using: str | None = None) -> JobsSettings:
+    """The config in the row now (created from `initial()` if absent).
+
+    Raises ImproperlyConfigured for a row that cannot be used; a runner goes
+    through `LiveConfig`, which keeps the last good config instead.
+    """
+    from jobs.models import JobsConfig
+
+    row = JobsConfig.load(using)
+    found = row.as_settings()
+    problems = found.problems()
+    if problems:
+        raise ImproperlyConfigured("the JobsConfig row is not usable: " + "; ".join(problems))
+    return found
+
+
+class LiveConfig:
+    """A runner's view of the row: re-read on demand, last good kept on a bad read.
+
+    A row edited into nonsense by hand is logged once per distinct problem,
+    and the runner carries on with what it had: config must never crash or
+    stall the runner.
+    """
+
+    def __init__(self, using: str | None = None) -> None:
+        self.using = using
+        self.last_good: JobsSettings | None = None
+        self._last_problem: str | None = None
+
+    def __call__(self) -> JobsSettings:
+        from jobs.models import JobsConfig
+
+        row: JobsConfig = JobsConfig.load(self.using)
+        found = row.as_settings()
+        problems = found.problems()
+        if problems:
+            problem = "; ".join(problems)
+            if problem != self._last_problem:
+                self._last_problem = problem
+                log.event(
+                    "jobs_config_invalid",
+                    logging.ERROR,
+                    outcome="kept_last_good",
+                    error=problem,
+                )
+            return self.last_good or initial()
+        self._last_problem = None
+        if found != self.last_good:
+            if self.last_good is not None:
+                changed = {
+                    name: getattr(found, name)
+                    for name in KEYS
+                    if getattr(found, name) != getattr(self.last_good, name)
+                }
+                log.event("jobs_config_reloaded", outcome="reloaded", **changed)
+            self.last_good = found
+        return found
+
+
+def describe(using: str | None = None) -> list[str]:
+    """The effective config as text lines, saying where each value comes from."""
+    from jobs.models import JobsConfig
+
+    start, sources = initial(), initial_sources()
+    row = JobsConfig.objects.using(using or "default").filter(pk=JobsConfig.SINGLETON_ID).first()
+    lines = [f"{'key':<20} {'value':>9}  source"]
+    problems = row.as_settings().problems() if row else []
+    for name in KEYS:
+        first = f"{getattr(start, name)} from {sources[name]}"
+        if row is None:
+            value, source = getattr(start, name), f"{sources[name]} (no config row yet)"
+        elif getattr(row, name) == getattr(start, name):
+            value, source = getattr(row, name), f"config row (started as {first})"
+        else:
+            value, source = getattr(row, name), f"config row, edited (started as {first})"
+        lines.append(f"{name:<20} {value!s:>9}  {source}")
+    if row is not None:
+        lines.append(f"config row last saved {row.updated_at.isoformat()}")
+    if problems:
+        lines.append("THE CONFIG ROW IS NOT USABLE: " + "; ".join(problems))
+        lines.append("Runners log this and keep the last good config; fix it in the admin.")
+    return lines

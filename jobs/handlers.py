@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Done:
-    """Finished. The row settles `done` and releases its identity."""
+    """Finished. The row settles `done` and releases its identity.
+
+    `result`, if given, must be JSON-serialisable and is kept on the row (the
+    `django.tasks` backend keeps a task's return value there).
+    """
+
+    result: Any = None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,27 @@
-"""The `Job` row: the schedule, the attempt count and the lease, all in one place.
+"""The `Job` row (the schedule, the attempt count and the lease, all in one place),
+the `JobsConfig` row (the live config, one row) and `RunnerProcess` (who is
+running right now).
 
 A job is live (`queued`, `running`) while it holds its `(kind, key)` identity
-and settled (`done`, `failed`, `cancelled`) once it has released it. Rows are
-written only through `jobs.queue` and `jobs.store`, which keep the rules.
+and settled (`done`, `failed`, `cancelled`) once it has released it. Job rows
+are written only through `jobs.queue` and `jobs.store`, which keep the rules.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import models
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
 from django.db.models import Q
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 
+from jobs import config
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
 
 
@@ -53,7 +63,13 @@ class Job(models.Model):
         blank=True,
         help_text="While running: when another runner may take the row.",
     )
+    started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the current or last attempt was claimed."
+    )
     last_error = models.TextField(blank=True, default="")
+    result = models.JSONField(
+        null=True, blank=True, help_text="What the last attempt returned with Done, if anything."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -73,6 +89,10 @@ class Job(models.Model):
             models.Index(fields=["run_at"], condition=_LIVE, name="jobs_job_ready"),
             # The retention sweep: settled rows by age.
             models.Index(fields=["finished_at"], condition=_SETTLED, name="jobs_job_settled"),
+            # The admin's job list: newest first, and the bounds of its date
+            # drill-down. Without it every page view sorts the whole table.
+            # created_at only grows, so inserts append at the index's end.
+            models.Index(fields=["created_at"], name="jobs_job_created"),
         ]
 
     def __str__(self) -> str:
@@ -81,3 +101,147 @@ class Job(models.Model):
     @property
     def is_live(self) -> bool:
         return self.state in LIVE_STATES
+
+
+def _config_field(name: str, help_text: str) -> models.PositiveIntegerField[Any, Any]:
+    low, high = config.BOUNDS[name]
+    return models.PositiveIntegerField(
+        default=getattr(config.DEFAULTS, name),
+        validators=[MinValueValidator(low), MaxValueValidator(high)],
+        help_text=help_text,
+    )
+
+
+class JobsConfig(models.Model):
+    """The queue's live config: one row, edited in the admin, read by every runner.
+
+    Created on first use from `settings.JOBS` / `JOBS_*` variables over the
+    seed's defaults; from then on this row is the truth. See `jobs.config` for
+    why each default is what it is.
+    """
+
+    SINGLETON_ID = 1
+
+    poll_interval_ms = _config_field(
+        "poll_interval_ms",
+        "Milliseconds an idle runner waits before looking for scheduled work (retries "
+        "coming due, periodic jobs). Takes effect at once, cutting short a wait in progress.",
+    )
+    max_concurrent = _config_field(
+        "max_concurrent",
+        "Attempts one runner runs at once. Raising it widens the pool at once; lowering it "
+        "only stops new claims until enough running attempts finish (nothing is cancelled).",
+    )
+    max_attempts = _config_field(
+        "max_attempts",
+        "Attempts a job gets before it is retired. Frozen onto each job when it is queued: "
+        "a change reaches jobs queued from now on, never those already waiting.",
+    )
+    retry_base_seconds = _config_field(
+        "retry_base_seconds",
+        "Seconds before the first retry; each later retry waits twice as long. Reaches the "
+        "next claim; a running attempt keeps the backoff it was claimed under.",
+    )
+    retry_max_seconds = _config_field(
+        "retry_max_seconds",
+        "The longest wait between retries (the ceiling of the doubling). Reaches the next "
+        "claim; a running attempt keeps the backoff it was claimed under.",
+    )
+    lease_seconds = _config_field(
+        "lease_seconds",
+        "Default time budget of one attempt, and how long a claim is held before another "
+        "runner may take the job. Reaches the next claim; a running attempt keeps its lease.",
+    )
+    retention_days = _config_field(
+        "retention_days",
+        "Days settled jobs are kept before the sweep deletes them. 0 keeps everything and "
+        "stops the sweep; setting it back above 0 schedules the sweep again. Reaches the "
+        "sweep's next pass.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "jobs config"
+        verbose_name_plural = "jobs config"
+
+    def __str__(self) -> str:
+        return "jobs config"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.pk = self.SINGLETON_ID
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        super().clean()
+        base, ceiling = self.retry_base_seconds, self.retry_max_seconds
+        if isinstance(base, int) and isinstance(ceiling, int) and base > ceiling:
+            raise ValidationError(
+                {
+                    "retry_base_seconds": (
+                        f"The first retry delay ({base} s) must not exceed "
+                        f"the ceiling ({ceiling} s)."
+                    )
+                }
+            )
+
+    def as_settings(self) -> config.JobsSettings:
+        return config.JobsSettings(**{name: getattr(self, name) for name in config.KEYS})
+
+    @classmethod
+    def load(cls, using: str | None = None) -> JobsConfig:
+        """The row, created from `jobs.config.initial()` the first time it is asked for."""
+        manager = cls.objects.using(using) if using else cls.objects
+        row = manager.filter(pk=cls.SINGLETON_ID).first()
+        if row is None:
+            row, _ = manager.get_or_create(
+                pk=cls.SINGLETON_ID, defaults=dataclasses.asdict(config.initial())
+            )
+        return row
+
+
+@receiver(post_save, sender=JobsConfig)
+def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> None:
+    # Runners apply a saved change at once rather than at their next config
+    # check: those in this process through the doorbell, those in others
+    # through the database where it can reach them (PostgreSQL).
+    from jobs.queue import wakeup
+    from jobs.store import for_database
+
+    using = kwargs.get("using")
+    for_database(using).notify()
+    transaction.on_commit(wakeup.ring, using=using)
+
+
+class RunnerProcess(models.Model):
+    """One live `runjobs` process, as it last reported itself.
+
+    Written by the runner's heartbeat every few seconds and deleted on a clean
+    exit, so a row whose heartbeat has gone stale is a runner that died: its
+    running jobs stay `running` until their leases expire and another runner
+    takes them.
+    """
+
+    #: How often a runner reports itself.
+    HEARTBEAT = timedelta(seconds=5)
+    #: A runner silent this long is shown as gone: several missed heartbeats.
+    STALE_AFTER = timedelta(seconds=20)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    hostname = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    version = models.CharField(max_length=50)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    max_concurrent = models.PositiveIntegerField(help_text="Its effective limit right now.")
+    running = models.PositiveIntegerField(default=0, help_text="Attempts running right now.")
+    kinds = models.JSONField(default=list, help_text="The kinds it has handlers for.")
+
+    class Meta:
+        verbose_name = "runner"
+        ordering = ["hostname", "pid"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+    def is_gone(self, now: datetime) -> bool:
+        return self.heartbeat_at < now - self.STALE_AFTER

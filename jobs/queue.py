@@ -52,24 +52,25 @@ class Wakeup:
 wakeup = Wakeup()
 
 
-def enqueue(spec: JobSpec, *, using: str | None = None) -> bool:
+def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None = None) -> bool:
     """Queue `spec`; False when a live job already holds its `(kind, key)`.
 
     Raises `InvalidJobSpec` (writing nothing) for a spec that can never be
     queued, and the database's error for a database failure. Inside
     `transaction.atomic()` the row becomes visible, and runners are woken,
-    only when the caller commits.
+    only when the caller commits. `job_id` chooses the new row's id, for
+    callers that must hand it out (the `django.tasks` backend).
     """
     spec.validate()
-    max_attempts = spec.max_attempts or config.current().max_attempts
     store = for_database(using)
     inserted = store.insert(
         NewJob(
-            id=uuid.uuid4(),
+            id=job_id or uuid.uuid4(),
             kind=spec.kind,
             key=spec.key,
             payload=spec.payload,
-            max_attempts=max_attempts,
+            max_attempts=spec.max_attempts,
+            default_max_attempts=config.initial().max_attempts,
             run_at=spec.run_at,
             deadline=spec.deadline,
             now=timezone.now(),

@@ -67,5 +67,8 @@ def register[H: type[JobHandler]](handler_class: H) -> H:
 
 
 def autodiscover() -> None:
-    """Import the `jobs` module of every installed app, registering its handlers."""
+    """Import every installed app's `jobs` module (handlers) and `tasks` module
+    (`django.tasks` functions, which the task handler may only run once they
+    have registered themselves)."""
     autodiscover_modules(HANDLER_MODULE)
+    autodiscover_modules("tasks")

@@ -43,5 +43,11 @@ class SweepHandler(JobHandler):
         return Reschedule(INTERVAL)
 
     def recover(self) -> None:
-        if config.current().retention_days > 0:
-            enqueue_or_log(JobSpec.now(KIND, KEY))
+        schedule()
+
+
+def schedule() -> bool:
+    """Queue the sweep unless retention is off or it is already queued; True if queued."""
+    if config.current().retention_days == 0:
+        return False
+    return enqueue_or_log(JobSpec.now(KIND, KEY))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from jobs.models import JobsConfig
 from jobs.registry import Registry
 from jobs.runner import Runner
 
@@ -40,15 +41,18 @@ def registry() -> Registry:
 
 
 @pytest.fixture
-def configure(settings: Any) -> Callable[..., None]:
+def configure() -> Callable[..., None]:
     """Set the queue's effective config keys for this test, e.g. `configure(max_attempts=3)`.
 
-    The one way tests change the config, so they keep working when the config's
-    source changes.
+    Writes the live config row, as an operator saving the admin form would
+    (without its validation: tests may need values the form refuses).
     """
 
     def apply(**values: int) -> None:
-        settings.JOBS = {**(getattr(settings, "JOBS", None) or {}), **values}
+        row = JobsConfig.load()
+        for name, value in values.items():
+            setattr(row, name, value)
+        row.save()
 
     return apply
 

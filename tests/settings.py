@@ -14,6 +14,8 @@ from acmeproxy.settings import BASE_DIR, DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# A test that must tell SIGHUP from the runner's own config check stretches the check.
+JOBS_CONFIG_CHECK_SECONDS = float(os.environ.get("JOBS_CONFIG_CHECK_SECONDS", "1.0"))
 
 _default = DATABASES["default"]
 if _default["ENGINE"] == "django.db.backends.sqlite3":

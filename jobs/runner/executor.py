@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 import traceback
@@ -140,6 +141,14 @@ class Executor:
             )
         except Exception:
             return Retry(traceback.format_exc())
+        if isinstance(result, Done) and result.result is not None:
+            try:
+                json.dumps(result.result, allow_nan=False)
+            except (TypeError, ValueError) as error:
+                return Retry(
+                    f"{type(handler).__name__}.run returned a Done "
+                    f"whose result is not JSON: {error}"
+                )
         if isinstance(result, (Done, Retry, Failed, Reschedule)):
             return result
         return Retry(
@@ -150,7 +159,7 @@ class Executor:
     def settle(self, attempt: Attempt, outcome: Outcome, now: datetime) -> None:
         job = attempt.job
         if isinstance(outcome, Done):
-            if self.store.complete(job, now):
+            if self.store.complete(job, now, outcome.result):
                 log.event("job_done", outcome="done", **_ids(job))
             else:
                 self.lost(job, "done")
@@ -224,22 +233,7 @@ class Executor:
             log.event(
                 "job_failed", logging.WARNING, outcome=state, **_ids(job), error=_first_line(reason)
             )
-            try:
-                with transaction.atomic(using=self.store.using):
-                    attempt.handler.abandon(job, reason)
-            except Exception as error:
-                log.event(
-                    "job_abandon_failed",
-                    logging.ERROR,
-                    outcome="failure",
-                    **_ids(job),
-                    error=_first_line(repr(error)),
-                    traceback=traceback.format_exc(),
-                )
-            else:
-                log.event(
-                    "job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason)
-                )
+            abandon(attempt.handler, job, reason, self.store.using)
         return True
 
     def lost(self, job: Job, verb: str) -> None:
@@ -271,6 +265,28 @@ class Executor:
             )
             if isinstance(error, DatabaseError):
                 connections[self.store.using].close_if_unusable_or_obsolete()
+
+
+def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
+    """Call `handler.abandon` inside the caller's transaction, in a savepoint.
+
+    Its writes commit with the retirement around it; if it raises, they are
+    rolled back, the error is logged, and the retirement still commits.
+    """
+    try:
+        with transaction.atomic(using=using):
+            handler.abandon(job, reason)
+    except Exception as error:
+        log.event(
+            "job_abandon_failed",
+            logging.ERROR,
+            outcome="failure",
+            **_ids(job),
+            error=_first_line(repr(error)),
+            traceback=traceback.format_exc(),
+        )
+    else:
+        log.event("job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason))
 
 
 class BudgetExpired(Exception):

@@ -1,4 +1,5 @@
-"""Start-up work: every handler's `recover`, once, before the loop.
+"""Start-up work (every handler's `recover`, once, before the loop) and what a
+config change asks of the queue's own maintenance.
 
 A `recover` that raises is logged and the others still run: one broken
 handler must not keep the runner from draining everybody else's work.
@@ -10,6 +11,7 @@ import logging
 import traceback
 
 from jobs import log
+from jobs.config import JobsSettings
 from jobs.registry import Registry
 
 
@@ -28,3 +30,12 @@ def recover_all(registry: Registry) -> None:
             )
         else:
             log.event("job_recovered", logging.DEBUG, outcome="recovered", kind=handler.kind)
+
+
+def apply_config_change(previous: JobsSettings, current: JobsSettings) -> None:
+    """Retention switched back on schedules the sweep again (switching it off
+    stops the sweep at its next pass; see `jobs.sweep`)."""
+    if previous.retention_days == 0 and current.retention_days > 0:
+        from jobs import sweep
+
+        sweep.schedule()

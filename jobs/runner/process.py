@@ -3,6 +3,7 @@
 SIGTERM or SIGINT stops claiming and gives running attempts `grace` seconds to
 finish; a second signal exits at once. Whatever is still running then is not
 lost: its row stays `running` until the lease expires and a runner takes it.
+SIGHUP re-reads the config at once.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ def serve(*, using: str | None = None, burst: bool = False, grace: float = 30.0)
         log.event("runner_stopping", signal=signal.Signals(signum).name, grace_seconds=grace)
         runner.stop()
 
+    def on_hangup(signum: int, frame: FrameType | None) -> None:
+        log.event("runner_reload", signal="SIGHUP")
+        runner.reload()
+
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     finished = False
     try:
         runner.run(burst=burst)

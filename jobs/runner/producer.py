@@ -4,7 +4,9 @@ interval passes.
 
 The producer owns the count of attempts in flight, so `max_concurrent` is
 enforced here, per pass: raising it widens the next claim, lowering it only
-stops claiming until running attempts finish.
+stops claiming until running attempts finish. While idle it re-reads the
+config at least every `CONFIG_CHECK_SECONDS`, and any change ends the wait at
+once, so a new poll interval cuts short a sleep begun at the old one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
 from django.utils import timezone
 
@@ -26,9 +29,14 @@ from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
 from jobs.runner.executor import Attempt, Executor, lease_for
-from jobs.runner.maintenance import recover_all
+from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool
+from jobs.runner.presence import Presence
 from jobs.store import for_database
+
+#: The longest an idle runner goes without re-reading the config row, unless
+#: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
+CONFIG_CHECK_SECONDS = 1.0
 
 
 class Runner:
@@ -43,26 +51,43 @@ class Runner:
         using: str | None = None,
         registry: Registry | None = None,
         clock: Callable[[], datetime] = timezone.now,
-        settings: Callable[[], JobsSettings] = jobs_config.current,
+        settings: Callable[[], JobsSettings] | None = None,
     ) -> None:
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
         self.clock = clock
-        self.settings = settings
+        self.settings = settings or jobs_config.LiveConfig(self.using)
         self.store = for_database(self.using)
         self.executor = Executor(self.store, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
+        self.presence = Presence(self.using, clock)
+        self._listener: threading.Thread | None = None
+        self._listener_stop = threading.Event()
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: dict[uuid.UUID, Attempt] = {}
-        self._current = settings()
+        #: Passes completed so far: how a test knows the runner has looked and gone idle.
+        self.passes = 0
+        self._current = self.settings()
+        self._config_check = float(
+            getattr(django_settings, "JOBS_CONFIG_CHECK_SECONDS", CONFIG_CHECK_SECONDS)
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
     def run(self, *, burst: bool = False) -> None:
         """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
         log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
+        self.presence.register(self.registry.kinds(), self._current.max_concurrent)
+        if not burst and self.store.wakes_other_processes and self._listener is None:
+            self._listener = threading.Thread(
+                target=self.store.listen,
+                args=(self.doorbell.set, self._listener_stop),
+                name="jobs-listener",
+                daemon=True,
+            )
+            self._listener.start()
         recover_all(self.registry)
         while not self.stopping.is_set():
             self.doorbell.clear()
@@ -77,7 +102,11 @@ class Runner:
                 break
             if claimed and claimed == free:
                 continue  # a full claim: more may be ready now
-            self.doorbell.wait(self._wait_seconds())
+            self._idle()
+
+    def reload(self) -> None:
+        """Re-read the config now (SIGHUP). Safe from a signal handler."""
+        self.doorbell.set()
 
     def stop(self) -> None:
         """Stop claiming; attempts already running go on. Safe from a signal handler."""
@@ -118,6 +147,13 @@ class Runner:
         """
         self.pool.close(timeout=5.0 if wait else 0.0)
         wakeup.unsubscribe(self.doorbell)
+        if self._listener is not None:
+            self._listener_stop.set()
+            self._listener.join(5)
+        try:
+            self.presence.remove()
+        except (DatabaseError, InterfaceError) as error:
+            log.event("runner_presence_not_removed", logging.WARNING, error=error)
         log.event("runner_stopped")
 
     def drain(self, timeout: float = 30.0) -> None:
@@ -138,10 +174,12 @@ class Runner:
         Returns how many rows were claimed and how many slots were free.
         """
         now = self.clock()
-        self._current = settings = self.settings()
+        settings = self._refresh()
         self._reap(now)
+        self.presence.beat(len(self.in_flight()), settings.max_concurrent)
         free = settings.max_concurrent - len(self.in_flight())
         if free <= 0:
+            self.passes += 1
             return 0, 0
         budgets = {handler.kind: handler.lease() or settings.lease for handler in self.registry}
         claims = self.store.claim(now, {kind: lease_for(b) for kind, b in budgets.items()}, free)
@@ -163,6 +201,7 @@ class Runner:
                 lease_expires_at=job.lease_expires_at.isoformat() if job.lease_expires_at else "",
             )
             self.pool.submit(attempt)
+        self.passes += 1
         return len(claims), free
 
     def in_flight(self) -> list[Attempt]:
@@ -188,6 +227,34 @@ class Runner:
             if attempt.deadline <= now:
                 self.executor.time_out(attempt, now)
                 self._release(attempt)
+
+    def _refresh(self) -> JobsSettings:
+        """Read the config; tell maintenance when it changed. Returns the new config."""
+        previous, self._current = self._current, self.settings()
+        if self._current != previous:
+            apply_config_change(previous, self._current)
+        return self._current
+
+    def _idle(self) -> None:
+        """Wait for the doorbell, a config change or the poll interval, whichever is first.
+
+        Elapsed time is counted from the waits themselves rather than a clock,
+        so a frozen clock in tests cannot stretch or shrink it.
+        """
+        waited = 0.0
+        while not self.stopping.is_set():
+            remaining = self._current.poll_interval.total_seconds() - waited
+            step = min(remaining, self._config_check, self._wait_seconds())
+            if step <= 0 or self.doorbell.wait(step):
+                return
+            waited += step
+            before = self._current
+            try:
+                if self._refresh() != before:
+                    return
+                self.presence.beat(len(self.in_flight()), self._current.max_concurrent)
+            except (DatabaseError, InterfaceError):
+                return  # the next pass reports it
 
     def _wait_seconds(self) -> float:
         """Sleep no longer than the poll interval or the next attempt's deadline."""

@@ -11,8 +11,9 @@ ORM; a vendor module holds the statements whose SQL differs (claim, insert).
 from __future__ import annotations
 
 import json
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +22,10 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, QuerySet
 
-from jobs.models import SETTLED_STATES, Job, State
+from jobs.config import BOUNDS
+from jobs.models import LIVE_STATES, SETTLED_STATES, Job, JobsConfig, State
+
+_ATTEMPTS = BOUNDS["max_attempts"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,10 @@ class NewJob:
     kind: str
     key: str
     payload: dict[str, Any]  # already checked to be a JSON object
-    max_attempts: int
+    #: The spec's own budget, or None to take the configured one.
+    max_attempts: int | None
+    #: The budget to use when the spec has none and the config row is unusable.
+    default_max_attempts: int
     run_at: datetime
     deadline: datetime | None
     now: datetime
@@ -60,6 +67,7 @@ CLAIM_COLUMNS = (
     "run_at",
     "deadline",
     "lease_expires_at",
+    "started_at",
     "last_error",
     "created_at",
     "updated_at",
@@ -79,15 +87,43 @@ class Store:
 
     # -- vendor-specific -----------------------------------------------------
 
+    #: Whether runners in other processes can be woken through the database.
+    #: Where they cannot, they find new work at their next poll.
+    wakes_other_processes = False
+
+    def notify(self) -> None:
+        """Wake runners in other processes when the current transaction commits.
+
+        A no-op where the database has no way to do it.
+        """
+
+    def listen(self, ring: Callable[[], None], stopping: threading.Event) -> None:
+        """Call `ring` whenever another process notifies, until `stopping` is set.
+
+        Only for stores with `wakes_other_processes`; runs on its own thread
+        and its own connection, and survives the database going away.
+        """
+        raise NotImplementedError
+
     #: Insert one queued row unless a live row holds its identity. Standard
     #: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
     #: NOTHING covers the partial unique index, and RETURNING yields a row
-    #: only when one was inserted.
-    INSERT_SQL = """
+    #: only when one was inserted. A spec without its own budget takes the
+    #: config row's `max_attempts` in the same statement, so a change made in
+    #: any process reaches the very next enqueue everywhere, at no extra round
+    #: trip; a row holding an unusable value falls back to the initial config.
+    INSERT_SQL = f"""
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
                               run_at, deadline, lease_expires_at, last_error,
                               created_at, updated_at, finished_at)
-        VALUES (%s, %s, %s, %s, 'queued', 0, %s, %s, %s, NULL, '', %s, %s, NULL)
+        VALUES (%s, %s, %s, %s, 'queued', 0,
+                COALESCE(
+                    CAST(%s AS integer),
+                    (SELECT max_attempts FROM jobs_jobsconfig
+                     WHERE id = {JobsConfig.SINGLETON_ID}
+                       AND max_attempts BETWEEN {_ATTEMPTS[0]} AND {_ATTEMPTS[1]}),
+                    %s),
+                %s, %s, NULL, '', %s, %s, NULL)
         ON CONFLICT DO NOTHING
         RETURNING id
     """
@@ -105,6 +141,7 @@ class Store:
             row.key,
             prepare("payload", row.payload),
             row.max_attempts,
+            row.default_max_attempts,
             prepare("run_at", row.run_at),
             prepare("deadline", row.deadline),
             prepare("created_at", row.now),
@@ -135,11 +172,12 @@ class Store:
             lease_expires_at=job.lease_expires_at,
         )
 
-    def complete(self, job: Job, now: datetime) -> bool:
-        """Settle `done`."""
+    def complete(self, job: Job, now: datetime, result: Any = None) -> bool:
+        """Settle `done`, keeping `result` (JSON) when there is one."""
+        fields: dict[str, Any] = {"result": result} if result is not None else {}
         return bool(
             self._owned(job).update(
-                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now
+                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now, **fields
             )
         )
 
@@ -180,6 +218,52 @@ class Store:
             )
         )
 
+    # -- operator verbs ------------------------------------------------------
+
+    def run_now(self, job_id: uuid.UUID, now: datetime) -> bool:
+        """Bring a queued row's `run_at` forward to `now`; False unless it is queued."""
+        rows = Job.objects.using(self.using).filter(id=job_id, state=State.QUEUED)
+        return bool(rows.update(run_at=now, updated_at=now))
+
+    def cancel(self, job_id: uuid.UUID, now: datetime, reason: str) -> Job | None:
+        """Retire a live row as `cancelled`; the row as it was, or None if it was not live.
+
+        Not fenced on an attempt: cancelling is meant to overrule whichever
+        attempt holds the row, whose own settle will then lose.
+        """
+        jobs = Job.objects.using(self.using)
+        job = jobs.select_for_update().filter(id=job_id, state__in=LIVE_STATES).first()
+        if job is None:
+            return None
+        jobs.filter(id=job_id, state__in=LIVE_STATES).update(
+            state=State.CANCELLED,
+            lease_expires_at=None,
+            last_error=reason,
+            finished_at=now,
+            updated_at=now,
+        )
+        return job
+
+    def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
+        """Queue a failed or cancelled row again at `now` with a fresh attempt budget.
+
+        Raises IntegrityError when a live row already holds its identity; the
+        caller runs this in a savepoint.
+        """
+        rows = Job.objects.using(self.using).filter(
+            id=job_id, state__in=[State.FAILED, State.CANCELLED]
+        )
+        return bool(
+            rows.update(
+                state=State.QUEUED,
+                attempts=0,
+                run_at=now,
+                lease_expires_at=None,
+                finished_at=None,
+                updated_at=now,
+            )
+        )
+
     # -- maintenance ---------------------------------------------------------
 
     def prune(self, before: datetime, limit: int) -> int:
@@ -211,6 +295,7 @@ class Store:
             values["payload"] = json.loads(payload)
         values["id"] = self.decode_uuid(values["id"])
         for column in (
+            "started_at",
             "run_at",
             "deadline",
             "lease_expires_at",

@@ -1,16 +1,46 @@
-"""PostgreSQL: the claim as one statement with `FOR UPDATE SKIP LOCKED`.
+"""PostgreSQL: the claim as one statement with `FOR UPDATE SKIP LOCKED`, and
+wake-up across processes with LISTEN/NOTIFY.
 
 Concurrent runners skip each other's locked rows instead of queueing on them,
 which is what lets many `runjobs` processes on many machines share one table.
+Every enqueue notifies a channel inside its own statement, so the notice goes
+out when (and only if) the enqueuing transaction commits, and every listening
+runner wakes; the claim still gives each row to one of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import threading
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
+
+from jobs import log
 from jobs.store.base import CLAIM_COLUMNS, Claim, Store
+
+#: The channel runners LISTEN on.
+WAKEUP_CHANNEL = "jobs_wakeup"
+
+#: The portable insert, notifying the channel when it inserted a row. The
+#: notice is delivered at commit and dropped on rollback.
+INSERT_SQL = f"""
+    WITH inserted AS ({Store.INSERT_SQL})
+    SELECT id, pg_notify('{WAKEUP_CHANNEL}', '') FROM inserted
+"""
+
+#: Wake the listeners when the current transaction commits.
+NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', '')"
+
+#: Subscribe a connection to the channel.
+LISTEN_SQL = f"LISTEN {WAKEUP_CHANNEL}"
+
+#: How long the listener blocks before checking whether to stop, and the
+#: longest it waits between reconnection attempts.
+LISTEN_TICK_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 5.0
 
 _RETURNING = ", ".join(f'j."{column}"' for column in CLAIM_COLUMNS)
 
@@ -37,6 +67,7 @@ CLAIM_SQL = f"""
     SET state = 'running',
         attempts = j.attempts + 1,
         lease_expires_at = lease.expires,
+        started_at = %(now)s,
         updated_at = %(now)s
     FROM ready, unnest(%(kinds)s::text[], %(expires)s::timestamptz[]) AS lease(kind, expires)
     WHERE j.id = ready.id AND lease.kind = j.kind
@@ -45,6 +76,41 @@ CLAIM_SQL = f"""
 
 
 class PostgreSQLStore(Store):
+    INSERT_SQL = INSERT_SQL
+    wakes_other_processes = True
+
+    def notify(self) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(NOTIFY_SQL)
+
+    def listen(self, ring: Callable[[], None], stopping: threading.Event) -> None:
+        params = {
+            key: value
+            for key, value in self.connection.get_connection_params().items()
+            if key not in ("cursor_factory", "context", "prepare_threshold")
+        }
+        delay = LISTEN_TICK_SECONDS
+        while not stopping.is_set():
+            try:
+                with psycopg.connect(**params, autocommit=True) as listener:
+                    listener.execute(LISTEN_SQL)
+                    log.event("runner_listening", channel=WAKEUP_CHANNEL)
+                    delay = LISTEN_TICK_SECONDS
+                    ring()  # anything queued while nobody was listening
+                    while not stopping.is_set():
+                        for _ in listener.notifies(timeout=LISTEN_TICK_SECONDS):
+                            ring()
+            except psycopg.Error as error:
+                log.event(
+                    "runner_listener_lost",
+                    logging.WARNING,
+                    outcome="reconnecting",
+                    error=str(error).strip(),
+                    retry_in_seconds=delay,
+                )
+                stopping.wait(delay)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
             return []

@@ -34,7 +34,7 @@ SELECT_READY_SQL = "SELECT id, state FROM jobs_job WHERE " + _READY + " ORDER BY
 #: lease, only where they are still ready.
 CLAIM_SQL = (
     "UPDATE jobs_job SET state = 'running', attempts = attempts + 1, "
-    "lease_expires_at = CASE kind {lease_cases} END, updated_at = %s "
+    "lease_expires_at = CASE kind {lease_cases} END, started_at = %s, updated_at = %s "
     "WHERE id IN ({ids}) AND " + _READY + " RETURNING " + ", ".join(f'"{c}"' for c in CLAIM_COLUMNS)
 )
 
@@ -65,7 +65,7 @@ class SQLiteStore(Store):
                 ids=_placeholders(len(prior)),
                 kinds=_placeholders(len(kinds)),
             )
-            cursor.execute(sql, [*lease_params, at, *prior, *ready_params])
+            cursor.execute(sql, [*lease_params, at, at, *prior, *ready_params])
             rows = cursor.fetchall()
         claims = []
         for row in rows:

@@ -116,47 +116,47 @@ def test_every_problem_is_reported_at_once():
     assert len(problems) == 3, f"all three problems are reported: {problems}"
 
 
-# -- current(): settings.JOBS -----------------------------------------------------
+# -- initial(): settings.JOBS, where a new config row starts ----------------------
 
 
-def test_current_reads_settings_jobs(settings):
+def test_initial_reads_settings_jobs(settings):
     settings.JOBS = {"max_attempts": 3, "poll_interval_ms": 250}
-    assert config.current() == JobsSettings(max_attempts=3, poll_interval_ms=250), (
-        "current() is settings.JOBS over the defaults"
+    assert config.initial() == JobsSettings(max_attempts=3, poll_interval_ms=250), (
+        "initial() is settings.JOBS over the defaults"
     )
 
 
-def test_current_reads_settings_jobs_afresh_on_every_call(settings):
-    """The runner calls current() on every pass: a change must reach the next one."""
+def test_initial_reads_settings_jobs_afresh_on_every_call(settings):
+    """A config row created later starts from the settings as they are then."""
     settings.JOBS = {"max_concurrent": 2}
-    assert config.current().max_concurrent == 2, "the first read sees the first value"
+    assert config.initial().max_concurrent == 2, "the first read sees the first value"
     settings.JOBS = {"max_concurrent": 4}
-    assert config.current().max_concurrent == 4, "the next read sees the change"
+    assert config.initial().max_concurrent == 4, "the next read sees the change"
 
 
 @pytest.mark.parametrize("empty", [None, {}], ids=["none", "empty-dict"])
-def test_current_takes_the_defaults_when_settings_jobs_is_empty(settings, empty):
+def test_initial_takes_the_defaults_when_settings_jobs_is_empty(settings, empty):
     settings.JOBS = empty
-    assert config.current() == JobsSettings(), "an empty settings.JOBS means the defaults"
+    assert config.initial() == JobsSettings(), "an empty settings.JOBS means the defaults"
 
 
-def test_current_takes_the_defaults_without_settings_jobs(settings):
+def test_initial_takes_the_defaults_without_settings_jobs(settings):
     del settings.JOBS
-    assert config.current() == JobsSettings(), "a project with no JOBS setting gets the defaults"
+    assert config.initial() == JobsSettings(), "a project with no JOBS setting gets the defaults"
 
 
-def test_current_refuses_a_bad_settings_jobs(settings):
+def test_initial_refuses_a_bad_settings_jobs(settings):
     settings.JOBS = {"max_attempts": 0}
     with pytest.raises(ImproperlyConfigured, match="max_attempts"):
-        config.current()
+        config.initial()
 
 
 @pytest.mark.parametrize("value", [5, "max_attempts", ["x"]], ids=["int", "str", "list"])
-def test_current_refuses_a_settings_jobs_that_is_not_a_mapping(settings, value):
+def test_initial_refuses_a_settings_jobs_that_is_not_a_mapping(settings, value):
     """JOBS = "..." is an easy slip; it must be reported as config, not as a ValueError."""
     settings.JOBS = value
     with pytest.raises(ImproperlyConfigured) as refused:
-        config.current()
+        config.initial()
     assert "settings.JOBS" in str(refused.value), "the refusal says settings.JOBS is at fault"
 
 

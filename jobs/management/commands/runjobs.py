@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import DEFAULT_DB_ALIAS
 
+from jobs.config import describe
 from jobs.runner.process import serve
 
 
@@ -42,8 +43,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--database", default=DEFAULT_DB_ALIAS, help="The database alias to work on."
         )
+        parser.add_argument(
+            "--print-config",
+            action="store_true",
+            help="Print the effective config and where each value comes from, then exit.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["print_config"]:
+            for line in describe(options["database"]):
+                self.stdout.write(line)
+            return
         status = serve(using=options["database"], burst=options["burst"], grace=options["grace"])
         if status:
             sys.exit(status)

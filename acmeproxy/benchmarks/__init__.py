@@ -1,0 +1,1 @@
+"""Benchmarks for the `jobs` queue: `python manage.py benchjobs` (see `bench`)."""

@@ -1,0 +1,372 @@
+"""What a queue's users feel, measured: drain rate, enqueue rate, wake-up latency,
+the raw-SQL ceiling, and whether a claim stays cheap as history grows.
+
+Every part runs against the database `DATABASE_URL` names, queues only jobs of
+kind `bench.*`, and deletes them afterwards; run it on a scratch database all
+the same, since a runner it starts also takes any other ready work there.
+The generators below write rows directly with vendor SQL: they set the stage
+quickly and are not part of what is measured.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from acmeproxy.benchmarks.jobs import NOOP
+from jobs import JobSpec, enqueue
+from jobs.config import DEFAULTS, KEYS
+from jobs.models import Job, JobsConfig
+from jobs.store import for_database
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+#: The tuned config the drain is run with a second time.
+TUNED = {"max_concurrent": 64, "poll_interval_ms": 50}
+
+
+@dataclass
+class Result:
+    part: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+def describe_database() -> str:
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return f"SQLite {sqlite3.sqlite_version}"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        row = cursor.fetchone()
+    return f"{connection.vendor} {row[0] if row else '?'}"
+
+
+def _clean() -> None:
+    Job.objects.filter(kind__startswith="bench.").delete()
+
+
+@contextmanager
+def _config(**values: int) -> Iterator[None]:
+    """Run with the config row set to the defaults overridden by `values`, then restore it."""
+    row = JobsConfig.load()
+    saved = {name: getattr(row, name) for name in KEYS}
+    for name in KEYS:
+        setattr(row, name, values.get(name, getattr(DEFAULTS, name)))
+    row.save()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(row, name, value)
+        row.save()
+
+
+def _queue_ready(count: int, kind: str = NOOP) -> None:
+    """`count` ready rows, inserted in bulk (setup, not measured)."""
+    now = timezone.now() - timedelta(seconds=1)
+    batch = []
+    for n in range(count):
+        batch.append(Job(kind=kind, key=f"{n}", max_attempts=5, run_at=now))
+        if len(batch) == 5_000:
+            Job.objects.bulk_create(batch)
+            batch = []
+    Job.objects.bulk_create(batch)
+
+
+class DatabaseCPU:
+    """CPU seconds spent by local PostgreSQL processes while the block runs.
+
+    Sampled from /proc on a thread, since a runner's backends exit with it and
+    take their counters along; a backend first seen mid-run counts from zero.
+    """
+
+    def __init__(self) -> None:
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+
+    def __enter__(self) -> DatabaseCPU:
+        self.first = _postgres_processes()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample_until_stopped(self) -> None:
+        while True:
+            self.last.update(_postgres_processes())
+            if self._stop.wait(0.1):
+                return
+
+    @property
+    def seconds(self) -> float:
+        return sum(cpu - self.first.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
+def _postgres_processes() -> dict[int, float]:
+    """CPU seconds so far of every process named postgres, by pid."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.index("(") + 1 : stat.rindex(")")].startswith("postgres"):
+            fields = stat[stat.rindex(")") + 2 :].split()
+            found[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def _runjobs(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    full_env = {**os.environ, "JOBS_LOG_LEVEL": "WARNING", **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runjobs", *args],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def drain(count: int, label: str, **config: int) -> Result:
+    """`count` ready no-op jobs, then one `runjobs --burst` process until all are done."""
+    _clean()
+    _queue_ready(count)
+    with _config(**config), DatabaseCPU() as database:
+        started = time.monotonic()
+        process = _runjobs("--burst")
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - started
+    jobs = Job.objects.filter(kind=NOOP)
+    done = jobs.filter(state="done").count()
+    first = jobs.order_by("started_at").values_list("started_at", flat=True).first()
+    last = jobs.order_by("-finished_at").values_list("finished_at", flat=True).first()
+    busy = (last - first).total_seconds() if first and last else wall
+    numbers: dict[str, Any] = {
+        "jobs": count,
+        "done": done,
+        "exit_status": process.returncode,
+        "jobs_per_second": round(done / busy) if busy else None,
+        "wall_seconds": round(wall, 2),
+        "runner_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+        "runner_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "config": config or "default",
+    }
+    if connection.vendor == "postgresql":
+        numbers["database_cpu_seconds"] = round(database.seconds, 2)
+        numbers["database_cpu_cores"] = round(database.seconds / wall, 2)
+    _clean()
+    return Result(f"drain ({label})", numbers)
+
+
+def enqueue_rates(count: int) -> list[Result]:
+    """`count` enqueue calls, each its own transaction."""
+    _clean()
+    started = time.perf_counter()
+    for n in range(count):
+        enqueue(JobSpec.now(NOOP, f"e{n}"))
+    elapsed = time.perf_counter() - started
+    _clean()
+    return [
+        Result(
+            "enqueue (one per transaction)",
+            {"jobs": count, "jobs_per_second": round(count / elapsed)},
+        )
+    ]
+
+
+def latency(count: int, gap: float) -> Result:
+    """A separate `runjobs` process, idle; this one enqueues `count` jobs `gap` s apart."""
+    _clean()
+    with _config():
+        process = _runjobs()
+        time.sleep(3)  # start-up and the first, empty pass
+        committed: dict[str, float] = {}
+        for n in range(count):
+            with transaction.atomic():
+                enqueue(JobSpec.now(NOOP, f"l{n}"))
+                # Read just before COMMIT: a runner can claim the job before
+                # this process returns from the commit, so this is the
+                # conservative end (the wait includes the commit itself).
+                committed[f"l{n}"] = time.time()
+            time.sleep(gap)
+        give_up = time.monotonic() + 30
+        while Job.objects.filter(kind=NOOP, started_at__isnull=True).exists():
+            if time.monotonic() > give_up:
+                break
+            time.sleep(0.05)
+        process.terminate()
+        process.wait(30)
+    waits = sorted(
+        (started.timestamp() - committed[key]) * 1000
+        for key, started in Job.objects.filter(kind=NOOP).values_list("key", "started_at")
+        if started is not None
+    )
+    _clean()
+    if not waits:
+        return Result("latency", {"error": "no job started"})
+
+    def pct(p: float) -> float:
+        return round(waits[min(len(waits) - 1, int(p * len(waits)))], 2)
+
+    return Result(
+        "latency (enqueue commit to start, ms)",
+        {
+            "jobs": count,
+            "started": len(waits),
+            "p50": pct(0.50),
+            "p95": pct(0.95),
+            "p99": pct(0.99),
+        },
+    )
+
+
+def ceiling(count: int) -> Result:
+    """The raw psycopg loop: claim 100 with SKIP LOCKED, settle them in one statement."""
+    if connection.vendor != "postgresql":
+        return Result("ceiling", {"skipped": "PostgreSQL only"})
+    with connection.cursor() as cursor:
+        cursor.execute(CEILING_SETUP_SQL, [count])
+    claimed_total = 0
+    started = time.perf_counter()
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(CEILING_CLAIM_SQL)
+            ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            break
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(CEILING_SETTLE_SQL, [ids])
+        claimed_total += len(ids)
+    elapsed = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE bench_ceiling")
+    return Result(
+        "ceiling (raw SKIP LOCKED batch loop)",
+        {"jobs": claimed_total, "jobs_per_second": round(claimed_total / elapsed)},
+    )
+
+
+#: A scratch table shaped like the ready part of jobs_job.
+CEILING_SETUP_SQL = """
+    DROP TABLE IF EXISTS bench_ceiling;
+    CREATE TABLE bench_ceiling (
+        id bigserial PRIMARY KEY, state text NOT NULL, run_at timestamptz NOT NULL
+    );
+    CREATE INDEX bench_ceiling_ready ON bench_ceiling (run_at) WHERE state = 'queued';
+    INSERT INTO bench_ceiling (state, run_at) SELECT 'queued', now() FROM generate_series(1, %s);
+    ANALYZE bench_ceiling;
+"""
+CEILING_CLAIM_SQL = """
+    UPDATE bench_ceiling SET state = 'running'
+    WHERE id IN (SELECT id FROM bench_ceiling WHERE state = 'queued' AND run_at <= now()
+                 ORDER BY run_at LIMIT 100 FOR UPDATE SKIP LOCKED)
+    RETURNING id
+"""
+CEILING_SETTLE_SQL = "UPDATE bench_ceiling SET state = 'done' WHERE id = ANY(%s)"
+
+
+def _claim_cost(samples: int) -> float:
+    """Median seconds of one claim of 8 rows, over `samples` claims."""
+    store = for_database()
+    lease = {"bench.scale": timedelta(minutes=5)}
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        claims = store.claim(timezone.now(), lease, 8)
+        times.append(time.perf_counter() - started)
+        assert len(claims) == 8, "enough ready rows for every sample"
+    return statistics.median(times)
+
+
+def scale(samples: int, settled: int, future: int) -> Result:
+    """Claim cost with an empty table, then beside `settled` settled and `future`
+    future-scheduled rows: a claim must not grow with history."""
+    _clean()
+    _queue_ready(samples * 8, kind="bench.scale")
+    empty = _claim_cost(samples)
+    _clean()
+    _bulk_history(settled, future)
+    _queue_ready(samples * 8, kind="bench.scale")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+    full = _claim_cost(samples)
+    _clean()
+    return Result(
+        "scale (claim of 8, median)",
+        {
+            "empty_ms": round(empty * 1000, 3),
+            "with_history_ms": round(full * 1000, 3),
+            "settled_rows": settled,
+            "future_rows": future,
+            "ratio": round(full / empty, 2),
+        },
+    )
+
+
+def _bulk_history(settled: int, future: int) -> None:
+    """Settled and far-future rows, generated inside the database."""
+    settled_sql, future_sql = HISTORY_SQL[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(settled_sql, [settled])
+        cursor.execute(future_sql, [future])
+
+
+#: Per vendor: `n` rows settled `done` a day ago; `n` rows queued a month out.
+HISTORY_SQL = {
+    "postgresql": (
+        """
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
+                              last_error, created_at, updated_at, finished_at)
+        SELECT gen_random_uuid(), 'bench.history', 's' || n, '{}', 'done', 1, 5,
+               now() - interval '1 day', '', now(), now(), now() - interval '1 day'
+        FROM generate_series(1, %s) AS n
+        """,
+        """
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
+                              last_error, created_at, updated_at)
+        SELECT gen_random_uuid(), 'bench.history', 'f' || n, '{}', 'queued', 0, 5,
+               now() + interval '30 days', '', now(), now()
+        FROM generate_series(1, %s) AS n
+        """,
+    ),
+    "sqlite": (
+        """
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s)
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
+                              last_error, created_at, updated_at, finished_at)
+        SELECT lower(hex(randomblob(16))), 'bench.history', 's' || i, '{}', 'done', 1, 5,
+               datetime('now', '-1 day'), '', datetime('now'), datetime('now'),
+               datetime('now', '-1 day')
+        FROM n
+        """,
+        """
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s)
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
+                              last_error, created_at, updated_at)
+        SELECT lower(hex(randomblob(16))), 'bench.history', 'f' || i, '{}', 'queued', 0, 5,
+               datetime('now', '+30 days'), '', datetime('now'), datetime('now')
+        FROM n
+        """,
+    ),
+}

@@ -1,0 +1,64 @@
+"""`python manage.py benchjobs`: parse the arguments, run `acmeproxy.benchmarks.bench`, print."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from acmeproxy.benchmarks import bench
+
+PARTS = ("drain", "enqueue", "latency", "ceiling", "scale")
+
+
+class Command(BaseCommand):
+    help = "Measure the queue on the database DATABASE_URL names (a scratch one, please)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--jobs", type=int, default=20_000, help="Jobs in the drain (20000).")
+        parser.add_argument(
+            "--enqueues", type=int, default=5_000, help="Enqueues in the enqueue part (5000)."
+        )
+        parser.add_argument(
+            "--only", choices=PARTS, action="append", help="Run only these parts (repeatable)."
+        )
+        parser.add_argument(
+            "--settled", type=int, default=1_000_000, help="History rows for scale."
+        )
+        parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        parts = options["only"] or PARTS
+        results: list[bench.Result] = []
+        if "drain" in parts:
+            results.append(bench.drain(options["jobs"], "default config"))
+            results.append(bench.drain(options["jobs"], "tuned", **bench.TUNED))
+        if "enqueue" in parts:
+            results.extend(bench.enqueue_rates(options["enqueues"]))
+        if "latency" in parts:
+            results.append(bench.latency(200, 0.02))
+        if "ceiling" in parts:
+            results.append(bench.ceiling(options["jobs"]))
+        if "scale" in parts:
+            results.append(bench.scale(200, options["settled"], options["settled"] // 10))
+        header = {
+            "date": timezone.now().isoformat(timespec="seconds"),
+            "database": bench.describe_database(),
+            "python": sys.version.split()[0],
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        }
+        if options["json"]:
+            report = {**header, "results": [r.__dict__ for r in results]}
+            self.stdout.write(json.dumps(report, indent=2, default=str))
+            return
+        for key, value in header.items():
+            self.stdout.write(f"{key}: {value}")
+        for result in results:
+            shown = ", ".join(f"{k}={v}" for k, v in result.numbers.items())
+            self.stdout.write(f"{result.part:<42} {shown}")

@@ -1,0 +1,17 @@
+"""The orders API's routes (see `views` for what each answers).
+
+Ids are matched as any path segment, not `<int:>`, so a malformed id gets the
+API's JSON 404 rather than the site's HTML one.
+"""
+
+from django.urls import path
+
+from acmeproxy.orders import views
+
+app_name = "orders"
+
+urlpatterns = [
+    path("", views.create, name="create"),
+    path("<str:order_id>", views.detail, name="detail"),
+    path("<str:order_id>/finalize", views.finalize, name="finalize"),
+]

@@ -1,0 +1,398 @@
+"""What `manage.py jobs` does: the operator's verbs at a shell, for when the admin
+is not at hand (an incident over SSH, a script, a cron check).
+
+The command module only parses arguments. The argument types here turn text
+into values or refuse it with a sentence (argparse then exits 2, or raises
+`CommandError` under `call_command`); each verb takes parsed values and a
+`write` callable and returns the exit status, so tests can call it without
+the command. Changes go through the same doors as the admin
+(`jobs.operations`, `jobs.queue.enqueue`, `jobs.stats.collect`), so the
+command holds no rules about identity, attempts or fencing of its own.
+
+Exit status: 0 when everything asked for was done; 1 when some of it was not
+(a job skipped, an enqueue refused as a duplicate) or the command failed
+(`CommandError`); 2 for arguments the parser refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.management.base import CommandError
+from django.db import DEFAULT_DB_ALIAS
+from django.utils import timezone
+
+from jobs import operations
+from jobs.models import LIVE_STATES, Job, State
+from jobs.operations import Report
+from jobs.queue import enqueue
+from jobs.registry import registry
+from jobs.spec import InvalidJobSpec, JobSpec
+from jobs.stats import Stats, collect, kinds_without_runner
+
+#: Where a verb writes its lines (the command's `self.stdout.write`).
+Write = Callable[[str], None]
+
+#: Everything asked for was done.
+OK = 0
+#: Some of it was not: a job skipped, an enqueue refused as a duplicate.
+NOT_ALL_DONE = 1
+
+#: How many jobs `list` shows unless told otherwise: a screenful, newest first.
+DEFAULT_LIMIT = 50
+#: `list` shows this much of the telling line of `last_error`; `show` has it all.
+ERROR_WIDTH = 80
+
+STATES = [state.value for state in State]
+
+
+# --- Argument types -------------------------------------------------------------
+
+
+def job_id(text: str) -> uuid.UUID:
+    """A job id as the admin and `list` show it (a UUID)."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a job id (a UUID such as {uuid.UUID(int=0)})"
+        ) from None
+
+
+def payload(text: str) -> dict[str, Any]:
+    """A JSON object: a payload names its subject by fields."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--payload is not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"--payload must be a JSON object such as '{{\"order\": 42}}', not {_json_type(value)}"
+        )
+    return value
+
+
+def _json_type(value: object) -> str:
+    """What JSON calls the type of a decoded value: "an array", "a number", ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"
+
+
+def delay(text: str) -> timedelta:
+    """A delay in seconds, zero or more."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--delay takes a number of seconds, not {text!r}"
+        ) from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"--delay must be a finite number of seconds, zero or more, not {text}"
+        )
+    return timedelta(seconds=seconds)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of 1 or more, not {value}")
+    return value
+
+
+def default_by() -> str:
+    """Who a cancel is by, when not told: the operating-system user at the shell."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (some containers)
+        user = "unknown user"
+    return f"cli:{user}"
+
+
+# --- Formatting -----------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    """A short, human duration: 45s, 4m 10s, 3h 5m, 2d 4h."""
+    whole = round(abs(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h" if hours else f"{days}d"
+
+
+def relative(moment: datetime, now: datetime) -> str:
+    """`moment` seen from `now`: "in 4m 10s", "3h ago" or "now"."""
+    seconds = (moment - now).total_seconds()
+    if abs(seconds) < 1:
+        return "now"
+    return f"in {duration(seconds)}" if seconds > 0 else f"{duration(seconds)} ago"
+
+
+def when(job: Job, now: datetime) -> str:
+    """The moment that matters for a job in its state, relative to now."""
+    if job.state == State.QUEUED:
+        if job.run_at > now:
+            return f"runs {relative(job.run_at, now)}"
+        return f"due {relative(job.run_at, now)}"
+    if job.state == State.RUNNING:
+        if job.lease_expires_at is None:
+            return "running"
+        if job.lease_expires_at > now:
+            return f"lease ends {relative(job.lease_expires_at, now)}"
+        return f"lease expired {relative(job.lease_expires_at, now)}"
+    if job.finished_at is not None:
+        return f"finished {relative(job.finished_at, now)}"
+    return f"run_at {job.run_at.isoformat()}"
+
+
+def error_line(text: str, width: int = ERROR_WIDTH) -> str:
+    """The line of `last_error` that says what happened, cut to `width`.
+
+    A reason's first line; for a traceback (an exception escaping `run`) its
+    last, the exception itself, as the runner's logs and the admin show it:
+    "Traceback (most recent call last):" says nothing.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as lines with aligned columns; the last column is left ragged."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        padded = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return lines
+
+
+# --- Verbs ----------------------------------------------------------------------
+
+
+def list_jobs(
+    write: Write,
+    *,
+    states: Iterable[str] = (),
+    kinds: Iterable[str] = (),
+    has_error: bool = False,
+    lease_expired: bool = False,
+    limit: int = DEFAULT_LIMIT,
+    using: str = DEFAULT_DB_ALIAS,
+    now: datetime | None = None,
+) -> int:
+    """One line per job, newest first, filtered as the admin's list filters do."""
+    now = now or timezone.now()
+    jobs = Job.objects.using(using).all()
+    if states := list(states):
+        jobs = jobs.filter(state__in=states)
+    if kinds := list(kinds):
+        jobs = jobs.filter(kind__in=kinds)
+    if has_error:
+        jobs = jobs.exclude(last_error="")
+    if lease_expired:
+        jobs = jobs.filter(state=State.RUNNING, lease_expires_at__lt=now)
+    found = list(jobs.order_by("-created_at", "-id")[: limit + 1])
+    if not found:
+        write("No jobs match.")
+        return OK
+    rows = [["ID", "STATE", "KIND", "KEY", "ATTEMPTS", "WHEN", "LAST ERROR"]]
+    rows += [
+        [
+            str(job.id),
+            job.state,
+            job.kind,
+            job.key,
+            f"{job.attempts}/{job.max_attempts}",
+            when(job, now),
+            error_line(job.last_error),
+        ]
+        for job in found[:limit]
+    ]
+    for line in table(rows):
+        write(line)
+    if len(found) > limit:
+        write(f"(the newest {limit} shown; more match: raise --limit or narrow the filters)")
+    return OK
+
+
+def show_job(write: Write, ident: uuid.UUID, *, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Every field of one job; the payload as indented JSON and `last_error` in full."""
+    job = Job.objects.using(using).filter(id=ident).first()
+    if job is None:
+        raise CommandError(f"No job has the id {ident}.")
+    now = timezone.now()
+    fields = [field.name for field in Job._meta.concrete_fields]
+    width = max(len(name) for name in fields) + 1
+    for name in fields:
+        value = getattr(job, name)
+        label = f"{name}:".ljust(width)
+        if name == "payload" and value:
+            write(label)
+            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+            for line in text.splitlines():
+                write(f"  {line}")
+        elif name == "payload":
+            write(f"{label} {{}}")
+        elif name == "last_error":
+            if value:
+                write(label)
+                for line in value.rstrip().splitlines():
+                    write(f"  {line}")
+            else:
+                write(f"{label} (none)")
+        elif isinstance(value, datetime):
+            write(f"{label} {value.isoformat()} ({relative(value, now)})")
+        elif value is None:
+            write(f"{label} -")
+        else:
+            write(f"{label} {value}")
+    handled = "registered in this project" if registry.get(job.kind) else "none in this project"
+    write(f"{'handler:'.ljust(width)} {handled}")
+    return OK
+
+
+def _unique(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    return list(dict.fromkeys(ids))
+
+
+def _reported(write: Write, report: Report) -> int:
+    write(str(report))
+    return NOT_ALL_DONE if report.skipped else OK
+
+
+def retry_jobs(write: Write, ids: Iterable[uuid.UUID], *, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Queue failed or cancelled jobs again (see `jobs.operations.retry`)."""
+    return _reported(write, operations.retry(_unique(ids), using=using))
+
+
+def cancel_jobs(
+    write: Write, ids: Iterable[uuid.UUID], *, by: str, using: str = DEFAULT_DB_ALIAS
+) -> int:
+    """Retire queued or running jobs as cancelled (see `jobs.operations.cancel`)."""
+    return _reported(write, operations.cancel(_unique(ids), by=by, using=using))
+
+
+def run_now_jobs(write: Write, ids: Iterable[uuid.UUID], *, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Make queued jobs due now (see `jobs.operations.run_now`)."""
+    return _reported(write, operations.run_now(_unique(ids), using=using))
+
+
+def enqueue_job(
+    write: Write,
+    kind: str,
+    key: str,
+    *,
+    payload: dict[str, Any] | None = None,
+    delay: timedelta | None = None,
+    max_attempts: int | None = None,
+    using: str = DEFAULT_DB_ALIAS,
+) -> int:
+    """Queue one job through `jobs.queue.enqueue`; a live duplicate is an answer, status 1."""
+    spec = JobSpec.now(kind, key).with_payload(payload or {}).with_max_attempts(max_attempts)
+    if delay:
+        spec = spec.with_delay(delay)
+    try:
+        queued = enqueue(spec, using=using)
+    except InvalidJobSpec as error:
+        raise CommandError(f"Invalid job: {error}. Nothing was queued.") from None
+    live = Job.objects.using(using).filter(kind=kind, key=key, state__in=LIVE_STATES).first()
+    if not queued:
+        held_by = f": id {live.id}, {live.state}" if live else ""
+        write(f"already queued (a live job holds {kind}:{key}{held_by})")
+        return NOT_ALL_DONE
+    detail = f" (id {live.id}, {when(live, timezone.now())})" if live else ""
+    write(f"queued {kind}:{key}{detail}")
+    if registry.get(kind) is None:
+        write(
+            f"note: no handler for kind {kind!r} is registered in this project; "
+            "only a runner that has one will run it"
+        )
+    return OK
+
+
+def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_ALIAS) -> int:
+    """The dashboard's numbers as text, or `Stats.as_json()` for scripts."""
+    stats = collect(using=using)
+    if as_json:
+        write(json.dumps(stats.as_json(), indent=2, sort_keys=True))
+        return OK
+    for line in stats_lines(stats, kinds_without_runner(using=using, now=stats.now)):
+        write(line)
+    return OK
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{state} {n}" for state, n in counts.items())
+
+
+def stats_lines(stats: Stats, unhandled: Sequence[str] = ()) -> list[str]:
+    """The dashboard, as lines of text."""
+    now = stats.now
+    lines = [f"Jobs at {now.isoformat(timespec='seconds')}"]
+    width = max(len(state) for state in stats.by_state)
+    number = max(len(str(n)) for n in stats.by_state.values())
+    for state, n in stats.by_state.items():
+        estimated = " (estimated)" if stats.estimated and state not in LIVE_STATES else ""
+        lines.append(f"  {state.ljust(width)}  {str(n).rjust(number)}{estimated}")
+    lines.append(
+        f"Lag: {duration(stats.lag_seconds)} (how long the oldest ready job has waited)"
+        if stats.lag_seconds
+        else "Lag: none (no ready job is waiting)"
+    )
+    lines.append(f"Settled in the last 5 minutes: {_counts(stats.last_5_minutes)}")
+    lines.append(f"Settled in the last hour:      {_counts(stats.last_hour)}")
+    if stats.live_by_kind:
+        lines.append("Live jobs by kind:")
+        rows = [[kind, _counts(counts)] for kind, counts in sorted(stats.live_by_kind.items())]
+        lines += [f"  {line}" for line in table(rows)]
+    if stats.slowest_kinds:
+        lines.append("Slowest kinds (mean attempt over the last hour):")
+        rows = [
+            [k["kind"], f"{k['mean_seconds']:.3f} s", f"over {k['count']} jobs"]
+            for k in stats.slowest_kinds
+        ]
+        lines += [f"  {line}" for line in table(rows)]
+    if stats.runners:
+        lines.append("Runners:")
+        rows = [
+            [
+                f"{r.hostname}:{r.pid}",
+                r.version,
+                f"running {r.running}/{r.max_concurrent}",
+                f"heartbeat {relative(r.heartbeat_at, now)}",
+                ("GONE " if r.gone else "") + f"kinds: {', '.join(r.kinds) or '-'}",
+            ]
+            for r in stats.runners
+        ]
+        lines += [f"  {line}" for line in table(rows)]
+    else:
+        lines.append("Runners: none (no `runjobs` process has reported itself)")
+    if unhandled:
+        lines.append(f"Live kinds no live runner handles: {', '.join(unhandled)}")
+    return lines

@@ -1,0 +1,160 @@
+"""`python manage.py jobs`: parse the arguments, then hand over to `jobs.cli`."""
+
+from __future__ import annotations
+
+import sys
+from argparse import ArgumentParser, RawDescriptionHelpFormatter
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser, DjangoHelpFormatter
+from django.db import DEFAULT_DB_ALIAS
+
+from jobs import cli
+
+EXIT_STATUS = """\
+exit status:
+  0  everything asked for was done
+  1  some of it was not: a job skipped (the reason is printed), an enqueue
+     refused because a live job holds KIND:KEY, or an error such as an
+     invalid job or no such id
+  2  the arguments were refused (unknown subcommand, an id that is not a
+     UUID, a payload that is not a JSON object, a negative delay, ...)
+"""
+
+
+class HelpFormatter(DjangoHelpFormatter, RawDescriptionHelpFormatter):
+    """Django's order (the command's own options first), keeping the epilog's layout."""
+
+
+class Command(BaseCommand):
+    help = "Browse and operate the job queue: list, show, retry, cancel, run-now, enqueue, stats."
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = EXIT_STATUS
+        parser.formatter_class = HelpFormatter
+        return parser
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        verbs = parser.add_subparsers(dest="verb", metavar="SUBCOMMAND", required=True)
+
+        def verb(name: str, help: str) -> ArgumentParser:
+            sub: ArgumentParser = verbs.add_parser(
+                name, help=help, description=help, epilog=EXIT_STATUS
+            )
+            sub.formatter_class = HelpFormatter
+            sub.add_argument(
+                "--database", default=DEFAULT_DB_ALIAS, help="The database alias to work on."
+            )
+            return sub
+
+        listing = verb("list", "List jobs, newest first, one line each.")
+        listing.add_argument(
+            "--state",
+            action="append",
+            choices=cli.STATES,
+            default=[],
+            help="Only jobs in this state (repeatable).",
+        )
+        listing.add_argument(
+            "--kind", action="append", default=[], help="Only jobs of this kind (repeatable)."
+        )
+        listing.add_argument(
+            "--has-error", action="store_true", help="Only jobs whose last_error is not empty."
+        )
+        listing.add_argument(
+            "--lease-expired",
+            action="store_true",
+            help="Only running jobs whose lease has expired (their runner is likely gone).",
+        )
+        listing.add_argument(
+            "--limit",
+            type=cli.positive_int,
+            default=cli.DEFAULT_LIMIT,
+            help=f"Show at most this many (default {cli.DEFAULT_LIMIT}).",
+        )
+
+        show = verb("show", "Every field of one job, the payload as JSON, last_error in full.")
+        show.add_argument("id", type=cli.job_id, metavar="ID")
+
+        retry = verb(
+            "retry",
+            "Queue failed or cancelled jobs again, due now, with a fresh attempt budget. "
+            "Exits 1 if any job was skipped.",
+        )
+        retry.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
+
+        cancel = verb(
+            "cancel",
+            "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
+            "Exits 1 if any job was skipped.",
+        )
+        cancel.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
+        cancel.add_argument(
+            "--by",
+            default=None,
+            help="Who cancelled, kept in last_error (default cli:<your user name>).",
+        )
+
+        run_now = verb("run-now", "Make queued jobs due now. Exits 1 if any job was skipped.")
+        run_now.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
+
+        enqueue = verb(
+            "enqueue",
+            "Queue a job. Exits 1, writing nothing, if a live job already holds KIND:KEY.",
+        )
+        enqueue.add_argument("kind", metavar="KIND")
+        enqueue.add_argument("key", metavar="KEY")
+        enqueue.add_argument(
+            "--payload", type=cli.payload, default=None, help="A JSON object (default {})."
+        )
+        enqueue.add_argument(
+            "--delay", type=cli.delay, default=None, help="Run no sooner than this many seconds."
+        )
+        enqueue.add_argument(
+            "--max-attempts",
+            type=int,
+            default=None,
+            help="The attempt budget for this job (default: the configured max_attempts).",
+        )
+
+        stats = verb("stats", "The dashboard's numbers: counts, lag, recent settles, runners.")
+        stats.add_argument(
+            "--json", action="store_true", help="Print the numbers as JSON, for scripts."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        write, using, verb = self.stdout.write, options["database"], options["verb"]
+        if verb == "list":
+            status = cli.list_jobs(
+                write,
+                states=options["state"],
+                kinds=options["kind"],
+                has_error=options["has_error"],
+                lease_expired=options["lease_expired"],
+                limit=options["limit"],
+                using=using,
+            )
+        elif verb == "show":
+            status = cli.show_job(write, options["id"], using=using)
+        elif verb == "retry":
+            status = cli.retry_jobs(write, options["ids"], using=using)
+        elif verb == "cancel":
+            by = options["by"] or cli.default_by()
+            status = cli.cancel_jobs(write, options["ids"], by=by, using=using)
+        elif verb == "run-now":
+            status = cli.run_now_jobs(write, options["ids"], using=using)
+        elif verb == "enqueue":
+            status = cli.enqueue_job(
+                write,
+                options["kind"],
+                options["key"],
+                payload=options["payload"],
+                delay=options["delay"],
+                max_attempts=options["max_attempts"],
+                using=using,
+            )
+        else:
+            status = cli.print_stats(write, as_json=options["json"], using=using)
+        if status:
+            sys.exit(status)

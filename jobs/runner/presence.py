@@ -1,0 +1,60 @@
+"""A runner's presence: a `RunnerProcess` row, heartbeated while it lives.
+
+The admin reads these rows to show who is running what, and which kinds no
+live runner handles. A runner that dies stops beating and is shown as gone;
+rows gone for over a day are cleared by the next runner that starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from jobs import __version__
+from jobs.models import RunnerProcess
+
+#: Rows of runners silent this long are deleted when another runner starts.
+FORGET_AFTER = timedelta(days=1)
+
+
+class Presence:
+    def __init__(self, using: str, clock: Callable[[], datetime]) -> None:
+        self.using = using
+        self.clock = clock
+        self.row: RunnerProcess | None = None
+
+    def register(self, kinds: list[str], max_concurrent: int) -> None:
+        now = self.clock()
+        rows = RunnerProcess.objects.using(self.using)
+        rows.filter(heartbeat_at__lt=now - FORGET_AFTER).delete()
+        self.row = rows.create(
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            version=__version__,
+            started_at=now,
+            heartbeat_at=now,
+            max_concurrent=max_concurrent,
+            running=0,
+            kinds=kinds,
+        )
+
+    def beat(self, running: int, max_concurrent: int, *, force: bool = False) -> None:
+        """Report in, if a heartbeat is due (or `force`)."""
+        if self.row is None:
+            return
+        now = self.clock()
+        if not force and now - self.row.heartbeat_at < RunnerProcess.HEARTBEAT:
+            return
+        self.row.heartbeat_at, self.row.running = now, running
+        self.row.max_concurrent = max_concurrent
+        updated = RunnerProcess.objects.using(self.using).filter(pk=self.row.pk)
+        if not updated.update(heartbeat_at=now, running=running, max_concurrent=max_concurrent):
+            # Forgotten (a long pause, or deleted by hand): register again.
+            self.row.save(using=self.using, force_insert=True)
+
+    def remove(self) -> None:
+        if self.row is not None:
+            RunnerProcess.objects.using(self.using).filter(pk=self.row.pk).delete()
+            self.row = None

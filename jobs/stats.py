@@ -1,0 +1,219 @@
+"""The queue's numbers, computed once for the admin dashboard and `manage.py jobs stats`.
+
+Every query here stays cheap on a table with a million settled rows: live
+rows are counted through the `jobs_job_ready` index, recent settles through
+`jobs_job_settled` (a range on `finished_at`), and nothing scans history
+except the settled counts by state, which PostgreSQL estimates from its
+statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+from jobs.models import LIVE_STATES, SETTLED_STATES, Job, RunnerProcess, State
+
+
+@dataclass
+class RunnerInfo:
+    hostname: str
+    pid: int
+    version: str
+    started_at: datetime
+    heartbeat_at: datetime
+    max_concurrent: int
+    running: int
+    kinds: list[str]
+    gone: bool
+
+
+@dataclass
+class Stats:
+    now: datetime
+    #: Rows per state; settled states are estimates on PostgreSQL (see `estimated`).
+    by_state: dict[str, int]
+    estimated: bool
+    #: Live rows per kind and state.
+    live_by_kind: dict[str, dict[str, int]]
+    #: Seconds the oldest ready job has waited past its run_at; 0 when none waits.
+    lag_seconds: float
+    #: Settles in the last 5 minutes and the last hour, by state.
+    last_5_minutes: dict[str, int]
+    last_hour: dict[str, int]
+    #: Kinds by mean attempt duration over the last hour, slowest first.
+    slowest_kinds: list[dict[str, Any]]
+    #: Settles per minute over the last hour, oldest first: [minute, done, failed].
+    throughput: list[tuple[datetime, int, int]]
+    runners: list[RunnerInfo] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["throughput"] = [
+            {"minute": m.isoformat(), "done": d, "failed": f} for m, d, f in self.throughput
+        ]
+        encoded: dict[str, Any] = _jsonable(data)
+        return encoded
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+#: Below this many rows an exact count is cheap; above it PostgreSQL estimates.
+ESTIMATE_ABOVE = 100_000
+
+
+def _settled_estimates(using: str) -> dict[str, int] | None:
+    """Settled rows per state from PostgreSQL's statistics (no scan), or None.
+
+    None on other databases, on small tables, and before ANALYZE has run:
+    the caller then counts exactly.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(ESTIMATE_SQL)
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < ESTIMATE_ABOVE or row[1] is None:
+        return None
+    total, states, freqs = row
+    found = dict(zip(states, freqs, strict=True))
+    return {state.value: int(total * found.get(state.value, 0.0)) for state in SETTLED_STATES}
+
+
+#: The table's row estimate and the state column's most common values with
+#: their frequencies, as ANALYZE last saw them.
+ESTIMATE_SQL = """
+    SELECT c.reltuples::bigint, s.most_common_vals::text::text[], s.most_common_freqs
+    FROM pg_class c
+    LEFT JOIN pg_stats s
+      ON s.tablename = c.relname AND s.attname = 'state' AND s.schemaname = current_schema()
+    WHERE c.relname = 'jobs_job'
+"""
+
+
+def collect(using: str | None = None, now: datetime | None = None) -> Stats:
+    alias = using or DEFAULT_DB_ALIAS
+    now = now or timezone.now()
+    jobs = Job.objects.using(alias)
+
+    live = jobs.filter(state__in=LIVE_STATES)
+    live_by_kind: dict[str, dict[str, int]] = {}
+    by_state = {state.value: 0 for state in State}
+    for live_row in live.values("kind", "state").annotate(n=Count("id")).order_by():
+        live_by_kind.setdefault(live_row["kind"], {})[live_row["state"]] = live_row["n"]
+        by_state[live_row["state"]] += live_row["n"]
+
+    estimate = _settled_estimates(alias)
+    if estimate is None:
+        settled = jobs.filter(state__in=SETTLED_STATES).values("state").annotate(n=Count("id"))
+        for counted in settled.order_by():
+            by_state[counted["state"]] = counted["n"]
+    else:
+        by_state.update(estimate)
+
+    oldest = live.filter(state=State.QUEUED, run_at__lte=now).aggregate(oldest=Min("run_at"))
+    lag = (now - oldest["oldest"]).total_seconds() if oldest["oldest"] else 0.0
+
+    recent = jobs.filter(state__in=SETTLED_STATES, finished_at__gte=now - timedelta(hours=1))
+    last_hour = {state.value: 0 for state in SETTLED_STATES}
+    last_5 = dict(last_hour)
+    per_minute: dict[datetime, list[int]] = {}
+    for bucket in (
+        recent.annotate(minute=TruncMinute("finished_at"))
+        .values("minute", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        last_hour[bucket["state"]] += bucket["n"]
+        minute = bucket["minute"]
+        if minute >= now - timedelta(minutes=5):
+            last_5[bucket["state"]] += bucket["n"]
+        counts = per_minute.setdefault(minute, [0, 0])
+        # A cancellation is an operator's decision, not a failure: a cancel
+        # storm must not read as a failure spike.
+        if bucket["state"] == State.DONE:
+            counts[0] += bucket["n"]
+        elif bucket["state"] == State.FAILED:
+            counts[1] += bucket["n"]
+
+    start = (now - timedelta(hours=1)).replace(second=0, microsecond=0)
+    throughput = []
+    for step in range(61):
+        minute = start + timedelta(minutes=step)
+        done, failed = per_minute.get(minute, [0, 0])
+        throughput.append((minute, done, failed))
+
+    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+    slowest = []
+    for kind_row in (
+        recent.filter(started_at__isnull=False)
+        .values("kind")
+        .annotate(mean=Avg(duration), n=Count("id"))
+        .order_by("-mean")[:5]
+    ):
+        mean = kind_row["mean"]
+        seconds = mean.total_seconds() if isinstance(mean, timedelta) else float(mean or 0)
+        slowest.append(
+            {"kind": kind_row["kind"], "mean_seconds": round(seconds, 3), "count": kind_row["n"]}
+        )
+
+    runners = [
+        RunnerInfo(
+            hostname=r.hostname,
+            pid=r.pid,
+            version=r.version,
+            started_at=r.started_at,
+            heartbeat_at=r.heartbeat_at,
+            max_concurrent=r.max_concurrent,
+            running=r.running,
+            kinds=list(r.kinds),
+            gone=r.is_gone(now),
+        )
+        for r in RunnerProcess.objects.using(alias).all()
+    ]
+
+    return Stats(
+        now=now,
+        by_state=by_state,
+        estimated=estimate is not None,
+        live_by_kind=live_by_kind,
+        lag_seconds=lag,
+        last_5_minutes=last_5,
+        last_hour=last_hour,
+        slowest_kinds=slowest,
+        throughput=throughput,
+        runners=runners,
+    )
+
+
+def kinds_without_runner(using: str | None = None, now: datetime | None = None) -> list[str]:
+    """Kinds with live jobs that no live runner has a handler for."""
+    alias = using or DEFAULT_DB_ALIAS
+    now = now or timezone.now()
+    handled: set[str] = set()
+    for runner in RunnerProcess.objects.using(alias).all():
+        if not runner.is_gone(now):
+            handled.update(runner.kinds)
+    waiting = (
+        Job.objects.using(alias)
+        .filter(state__in=LIVE_STATES)
+        .values_list("kind", flat=True)
+        .distinct()
+        .order_by()
+    )
+    return sorted(set(waiting) - handled)

@@ -1,0 +1,43 @@
+"""`django.tasks` functions for the backend's tests (autodiscovered by `jobs`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from django.tasks import TaskContext, task
+
+from jobs.tasks import PermanentFailure
+
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task
+def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def explode(message: str) -> None:
+    raise ValueError(message)
+
+
+@task
+def refuse(message: str) -> None:
+    raise PermanentFailure(message)
+
+
+@task(takes_context=True)
+def which_attempt(context: TaskContext[Any, Any], fail_until: int) -> int:
+    if context.attempt < fail_until:
+        raise RuntimeError(f"attempt {context.attempt} fails on purpose")
+    return context.attempt
+
+
+@task
+async def async_double(n: int) -> int:
+    await asyncio.sleep(0)
+    return n * 2

@@ -1,0 +1,581 @@
+"""The jobs admin: a list that says what is wrong at a glance, a read-only detail,
+actions that go through `jobs.operations`, and a dashboard.
+
+Everything is driven through the Django test client, as an operator's browser
+would: pages are read as HTML, actions are POSTed to the changelist.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape
+
+import jobs.admin
+from jobs.models import Job, RunnerProcess, State
+from jobs.store import for_database
+from tests.jobapp.models import Abandonment
+
+pytestmark = pytest.mark.django_db
+
+#: A handler from tests/jobapp/jobs.py whose abandon records an Abandonment row.
+RECORDED = "test.record"
+SCRIPT = "<script>alert(1)</script>"
+
+
+def make_job(key: str, state: str = State.QUEUED, kind: str = RECORDED, **fields: Any) -> Job:
+    """A row in any state, written directly: these tests are about showing and acting on rows."""
+    now = timezone.now()
+    values: dict[str, Any] = {"max_attempts": 5, "run_at": now, **fields}
+    if state in (State.DONE, State.FAILED, State.CANCELLED):
+        values.setdefault("finished_at", now)
+    if state == State.RUNNING:
+        values.setdefault("attempts", 1)
+        values.setdefault("started_at", now)
+        values.setdefault("lease_expires_at", now + timedelta(minutes=5))
+    return Job.objects.create(kind=kind, key=key, state=state, **values)
+
+
+def make_runner(hostname: str, kinds: list[str], silent_for: timedelta = timedelta(0)):
+    now = timezone.now()
+    return RunnerProcess.objects.create(
+        hostname=hostname,
+        pid=1000 + RunnerProcess.objects.count(),
+        version="test",
+        started_at=now - timedelta(hours=1),
+        heartbeat_at=now - silent_for,
+        max_concurrent=4,
+        kinds=kinds,
+    )
+
+
+@pytest.fixture
+def admin_client(client: Client) -> Client:
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "pw"))
+    return client
+
+
+@pytest.fixture
+def viewer_client(client: Client) -> Client:
+    """A staff user who may look at jobs and runners but not act on them."""
+    user = User.objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_job", "view_runnerprocess"])
+    )
+    client.force_login(user)
+    return client
+
+
+def changelist(client: Client, **params: str) -> str:
+    response = client.get(reverse("admin:jobs_job_changelist"), params)
+    assert response.status_code == 200, response.content.decode()[:2000]
+    return response.content.decode()
+
+
+def listed_keys(page: str) -> set[str]:
+    """The keys the job list shows, read from the links to each job's page."""
+    return set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', page))
+
+
+def rows(page: str) -> list[str]:
+    """Each table row of a page, as HTML."""
+    return [chunk.split("</tr>")[0] for chunk in page.split("<tr")[1:]]
+
+
+def row_of(page: str, key: str) -> str:
+    """The job list's row for the job with `key`."""
+    for row in rows(page):
+        if '<th class="field-key"><a' in row and f">{escape(key)}</a>" in row:
+            return row
+    raise AssertionError(f"no row for {key!r} in the list")
+
+
+def act(client: Client, action: str, *rows: Job) -> Any:
+    """POST an action for `rows` to the changelist, as the action bar does, and follow."""
+    return client.post(
+        reverse("admin:jobs_job_changelist"),
+        {"action": action, "_selected_action": [str(row.id) for row in rows], "index": 0},
+        follow=True,
+    )
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def reload(job: Job) -> Job:
+    return Job.objects.get(id=job.id)
+
+
+# -- the list -----------------------------------------------------------------
+
+
+def test_the_list_shows_each_state_as_a_coloured_badge(admin_client):
+    for state in State:
+        make_job(f"k-{state.value}", state=state.value)
+    page = changelist(admin_client)
+    for state in State:
+        assert f'class="jobs-badge jobs-badge-{state.value}">{state.value}</span>' in row_of(
+            page, f"k-{state.value}"
+        ), f"a {state.value} job is shown with its own badge"
+
+
+def test_the_list_says_when_each_job_runs_next_in_relative_words(admin_client):
+    now = timezone.now()
+    make_job("later", run_at=now + timedelta(minutes=3, seconds=30))
+    make_job("late", run_at=now - timedelta(hours=2, minutes=5))
+    make_job("expired", state=State.RUNNING, lease_expires_at=now - timedelta(minutes=4, seconds=5))
+    make_job("settled", state=State.DONE)
+    page = changelist(admin_client)
+    assert ">in 3 min<" in row_of(page, "later"), "a queued job due later says when"
+    assert ">overdue 2 h<" in row_of(page, "late"), "a queued job past its run_at says by how much"
+    assert ">lease expired 4 min ago<" in row_of(page, "expired"), (
+        "a running job whose lease ran out says so"
+    )
+    assert ">—<" in row_of(page, "settled"), "a settled job never runs again"
+
+
+def test_the_list_shows_the_line_of_the_error_that_says_what_happened(admin_client):
+    make_job("reason", state=State.FAILED, last_error="HTTP 503 from upstream\nbody: try later")
+    make_job(
+        "traceback",
+        state=State.QUEUED,
+        attempts=1,
+        last_error=(
+            "Traceback (most recent call last):\n"
+            '  File "x.py", line 1, in run\n'
+            "ConnectionError: connection refused"
+        ),
+    )
+    page = changelist(admin_client)
+    reason = row_of(page, "reason")
+    assert ">HTTP 503 from upstream<" in reason, "a reason's first line is shown"
+    assert "try later" not in reason, "only one line of the error fits a list"
+    traceback = row_of(page, "traceback")
+    assert ">ConnectionError: connection refused<" in traceback, (
+        "a traceback shows its exception line, not 'Traceback (most recent call last):'"
+    )
+
+
+def test_a_long_error_line_is_truncated_in_the_list(admin_client):
+    line = "x" * 300
+    make_job("long", state=State.FAILED, last_error=line)
+    row = row_of(changelist(admin_client), "long")
+    assert f">{'x' * 79}…<" in row, "the visible error is cut to one short line"
+
+
+def test_the_list_is_newest_first(admin_client):
+    old = make_job("old")
+    make_job("new")
+    Job.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(days=1))
+    page = changelist(admin_client)
+    assert page.index(">new</a>") < page.index(">old</a>"), "the newest job comes first"
+
+
+def test_the_date_drill_down_offers_each_month_between_the_first_and_last_job(admin_client):
+    march = make_job("march")
+    april = make_job("april")
+    Job.objects.filter(id=march.id).update(created_at=datetime(2026, 3, 30, 12, tzinfo=UTC))
+    Job.objects.filter(id=april.id).update(created_at=datetime(2026, 4, 2, 12, tzinfo=UTC))
+    with CaptureQueriesContext(connection) as queries:
+        page = changelist(admin_client)
+    assert ">March 2026</a>" in page, "the drill-down offers the first job's month"
+    assert ">April 2026</a>" in page, "and the last job's"
+    scans = [q["sql"] for q in queries if "DISTINCT" in q["sql"] and "created_at" in q["sql"]]
+    assert not scans, "the drill-down never asks for the distinct months of every row"
+    days = changelist(admin_client, created_at__year="2026", created_at__month="3")
+    assert ">March 30</a>" in days, "within a month it offers the days"
+    assert listed_keys(days) == {"march"}
+
+
+# -- filters ------------------------------------------------------------------
+
+
+def test_the_state_filter_shows_only_that_state(admin_client):
+    make_job("q")
+    make_job("f", state=State.FAILED)
+    assert listed_keys(changelist(admin_client, state__exact="failed")) == {"f"}
+
+
+def test_the_kind_filter_shows_only_that_kind(admin_client):
+    make_job("a", kind="orders.ship")
+    make_job("b", kind="mail.send")
+    page = changelist(admin_client, kind="orders.ship")
+    assert listed_keys(page) == {"a"}
+
+
+def test_the_kind_filter_offers_kinds_from_handlers_runners_and_live_jobs(admin_client):
+    make_job("live", kind="live.kind")
+    make_runner("host", ["runner.kind"])
+    page = changelist(admin_client)
+    for kind in ("live.kind", "runner.kind", RECORDED):
+        assert f"?kind={kind}" in page, f"the kind filter offers {kind}"
+
+
+def test_the_has_error_filter_shows_only_jobs_with_an_error(admin_client):
+    make_job("clean", state=State.DONE)
+    make_job("broken", state=State.FAILED, last_error="boom")
+    make_job("retrying", attempts=1, last_error="503")
+    assert listed_keys(changelist(admin_client, has_error="yes")) == {"broken", "retrying"}
+
+
+def test_the_lease_expired_filter_shows_only_running_jobs_whose_lease_ran_out(admin_client):
+    now = timezone.now()
+    make_job("stale", state=State.RUNNING, lease_expires_at=now - timedelta(seconds=30))
+    make_job("fresh", state=State.RUNNING, lease_expires_at=now + timedelta(minutes=5))
+    make_job("queued", run_at=now - timedelta(hours=1))
+    assert listed_keys(changelist(admin_client, lease="expired")) == {"stale"}
+
+
+def test_the_waiting_for_a_handler_filter_shows_live_jobs_no_live_runner_can_run(admin_client):
+    make_runner("alive", ["handled"])
+    make_runner("dead", ["only.dead"], silent_for=timedelta(minutes=10))
+    make_job("handled-1", kind="handled")
+    make_job("dead-1", kind="only.dead")
+    make_job("nobody-1", kind="nobody", state=State.RUNNING)
+    make_job("nobody-settled", kind="nobody", state=State.FAILED)
+    assert listed_keys(changelist(admin_client, handler="missing")) == {"dead-1", "nobody-1"}, (
+        "live jobs of kinds only a gone runner or no runner has are waiting; settled ones are not"
+    )
+
+
+# -- search -------------------------------------------------------------------
+
+
+def test_search_finds_jobs_by_key(admin_client):
+    make_job("order-1234")
+    make_job("invoice-9")
+    assert listed_keys(changelist(admin_client, q="order-12")) == {"order-1234"}
+
+
+def test_search_finds_a_job_by_its_id(admin_client):
+    wanted = make_job("wanted")
+    make_job("other")
+    assert listed_keys(changelist(admin_client, q=str(wanted.id))) == {"wanted"}
+    assert listed_keys(changelist(admin_client, q=wanted.id.hex.upper())) == {"wanted"}, (
+        "any spelling of the UUID finds it"
+    )
+
+
+# -- the detail ---------------------------------------------------------------
+
+
+def detail(client: Client, job: Job) -> str:
+    response = client.get(reverse("admin:jobs_job_change", args=[job.id]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_detail_shows_the_payload_as_pretty_json(admin_client):
+    payload = {"order": {"id": 7, "lines": [1, 2]}, "a": "b"}
+    page = detail(admin_client, make_job("k", payload=payload))
+    pretty = escape(json.dumps(payload, indent=2, sort_keys=True))
+    assert f'<pre class="jobs-pre">{pretty}</pre>' in page, "the payload is indented JSON"
+
+
+def test_the_detail_shows_the_whole_last_error_in_a_monospace_block(admin_client):
+    error = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: no'
+    page = detail(admin_client, make_job("k", state=State.FAILED, last_error=error))
+    assert f'<pre class="jobs-pre jobs-error-block">{escape(error)}</pre>' in page, (
+        "every line of the error is shown"
+    )
+
+
+def test_the_detail_shows_every_field(admin_client):
+    job = make_job("k", state=State.RUNNING, deadline=timezone.now() + timedelta(days=1))
+    page = detail(admin_client, job)
+    for field in Job._meta.concrete_fields:
+        shown = "payload_json" if field.name == "payload" else field.name
+        shown = "last_error_text" if field.name == "last_error" else shown
+        shown = "state_badge" if field.name == "state" else shown
+        shown = "result_json" if field.name == "result" else shown
+        assert f'class="field-{shown}"' in page, f"the detail shows {field.name}"
+
+
+def test_a_payload_key_and_error_holding_markup_render_as_text(admin_client):
+    job = make_job(SCRIPT, state=State.FAILED, payload={"html": SCRIPT}, last_error=SCRIPT)
+    for page in (changelist(admin_client), detail(admin_client, job)):
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, "the markup is shown as text"
+        assert "<script>alert" not in page, "the markup never reaches the page as markup"
+
+
+def test_the_detail_is_read_only_even_for_a_superuser(admin_client):
+    job = make_job("k", state=State.FAILED, attempts=5)
+    page = detail(admin_client, job)
+    assert 'name="_save"' not in page, "there is no save button"
+    url = reverse("admin:jobs_job_change", args=[job.id])
+    response = admin_client.post(url, {"state": "queued", "attempts": 0, "_save": "Save"})
+    assert response.status_code == 403, "a job is never edited by form"
+    assert (reload(job).state, reload(job).attempts) == (State.FAILED, 5), "nothing was written"
+
+
+def test_there_is_no_page_to_add_a_job(admin_client):
+    assert admin_client.get(reverse("admin:jobs_job_add")).status_code == 403
+    assert reverse("admin:jobs_job_add") not in changelist(admin_client), "no add link either"
+
+
+def test_nobody_deletes_jobs_from_the_admin_not_even_a_superuser(admin_client):
+    job = make_job("k", state=State.DONE)
+    response = admin_client.post(reverse("admin:jobs_job_delete", args=[job.id]), {"post": "yes"})
+    assert response.status_code == 403, "deleting would skip abandon; cancel and the sweep do it"
+    assert 'value="delete_selected"' not in changelist(admin_client), "no bulk delete either"
+    assert Job.objects.filter(id=job.id).exists()
+
+
+# -- actions ------------------------------------------------------------------
+
+
+def test_run_now_makes_queued_jobs_due_and_reports_what_it_skipped(admin_client):
+    later = make_job("later", run_at=timezone.now() + timedelta(hours=1))
+    done = make_job("done", state=State.DONE)
+    before = timezone.now()
+    response = act(admin_client, "run_now", later, done)
+    assert before <= reload(later).run_at <= timezone.now(), "the queued job is due now"
+    assert reload(done).state == State.DONE, "the settled job is untouched"
+    assert messages_of(response) == [
+        "Run now: 1 job made due now.",
+        "Run now: skipped 1 job, nothing written for it: done, not queued (1).",
+    ]
+
+
+def test_retry_queues_a_failed_job_again_with_a_fresh_budget(admin_client):
+    failed = make_job("k", state=State.FAILED, attempts=5, last_error="boom")
+    response = act(admin_client, "retry", failed)
+    row = reload(failed)
+    assert (row.state, row.attempts, row.finished_at) == (State.QUEUED, 0, None)
+    assert messages_of(response) == ["Retry: 1 job queued again with a fresh attempt budget."]
+
+
+def test_retry_is_refused_while_a_live_job_holds_the_identity(admin_client):
+    failed = make_job("k", state=State.FAILED, attempts=5, last_error="boom")
+    make_job("k")  # a newer job for the same kind and key, still queued
+    before = reload(failed)
+    response = act(admin_client, "retry", failed)
+    after = reload(failed)
+    assert (after.state, after.attempts, after.updated_at) == (
+        State.FAILED,
+        5,
+        before.updated_at,
+    ), "nothing is written for the refused row"
+    assert messages_of(response) == [
+        f"Retry: skipped 1 job, nothing written for it: a live job already holds {RECORDED}:k (1)."
+    ]
+
+
+def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin_client):
+    queued = make_job("k")
+    response = act(admin_client, "cancel", queued)
+    row = reload(queued)
+    assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
+    assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
+        "abandon is called once, with a reason naming who cancelled"
+    )
+    assert messages_of(response) == ["Cancel: 1 job cancelled."]
+
+    again = act(admin_client, "cancel", queued)
+    assert Abandonment.objects.count() == 1, "cancelling again does not abandon again"
+    assert messages_of(again) == [
+        "Cancel: skipped 1 job, nothing written for it: cancelled, not queued or running (1)."
+    ]
+
+
+def test_cancel_of_a_running_job_makes_its_late_settle_lose(admin_client):
+    make_job("k", run_at=timezone.now() - timedelta(seconds=1))
+    store = for_database()
+    [claim] = store.claim(timezone.now(), {RECORDED: timedelta(minutes=5)}, 1)
+    act(admin_client, "cancel", claim.job)
+    assert store.complete(claim.job, timezone.now()) is False, (
+        "the attempt that was running no longer owns the row"
+    )
+    assert reload(claim.job).state == State.CANCELLED, "the cancellation stands"
+
+
+def test_an_action_reports_a_job_that_no_longer_exists(admin_client):
+    gone = make_job("k", run_at=timezone.now() + timedelta(hours=1))
+    Job.objects.filter(id=gone.id).delete()
+    response = act(admin_client, "run_now", gone)
+    assert messages_of(response) == [
+        "Run now: skipped 1 job, nothing written for it: no such job (1)."
+    ], "a row deleted since the page was drawn (by the sweep, say) is reported, not ignored"
+
+
+def test_actions_work_from_a_jobs_own_page_and_return_there(admin_client):
+    queued = make_job("k")
+    url = reverse("admin:jobs_job_change", args=[queued.id])
+    assert 'value="cancel"' in detail(admin_client, queued), "the page offers the actions"
+    response = admin_client.post(
+        url, {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)], "index": 0}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == url, "the operator is taken back to the job's page"
+    assert reload(queued).state == State.CANCELLED
+
+
+def test_a_viewer_can_look_but_cannot_run_an_action_or_edit(viewer_client):
+    queued = make_job("k", run_at=timezone.now() + timedelta(hours=1))
+    failed = make_job("f", state=State.FAILED, attempts=5)
+    page = changelist(viewer_client)
+    assert 'name="action"' not in page, "the viewer is offered no actions"
+    for action, row in (("run_now", queued), ("retry", failed), ("cancel", queued)):
+        act(viewer_client, action, row)
+    assert reload(queued).state == State.QUEUED, "cancel did not touch the queued job"
+    assert reload(queued).run_at > timezone.now(), "nor did run now"
+    assert reload(failed).state == State.FAILED, "retry did not touch the failed job"
+    assert Abandonment.objects.count() == 0
+    url = reverse("admin:jobs_job_change", args=[queued.id])
+    assert viewer_client.get(url).status_code == 200, "the viewer may read a job"
+    cancel_here = {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)]}
+    assert viewer_client.post(url, cancel_here).status_code == 403, "nor act from its page"
+    assert reload(queued).state == State.QUEUED
+
+
+# -- runners ------------------------------------------------------------------
+
+
+def test_the_runner_list_says_which_runners_are_live_and_which_are_gone(admin_client):
+    make_runner("alive-host", ["a"])
+    make_runner("dead-host", ["b"], silent_for=timedelta(minutes=3))
+    response = admin_client.get(reverse("admin:jobs_runnerprocess_changelist"))
+    page = response.content.decode()
+    alive = next(row for row in rows(page) if "alive-host" in row)
+    dead = next(row for row in rows(page) if "dead-host" in row)
+    assert 'jobs-badge-live">live<' in alive, "a runner that reports itself is live"
+    assert 'jobs-badge-gone">gone<' in dead, "a runner silent for minutes is gone"
+    assert ">3 min ago<" in dead, "the last heartbeat is shown relative to now"
+
+
+def test_runners_cannot_be_added_or_edited_but_a_gone_one_can_be_deleted(admin_client):
+    runner = make_runner("dead-host", ["b"], silent_for=timedelta(minutes=3))
+    assert admin_client.get(reverse("admin:jobs_runnerprocess_add")).status_code == 403
+    change = reverse("admin:jobs_runnerprocess_change", args=[runner.id])
+    assert admin_client.post(change, {"hostname": "x"}).status_code == 403
+    delete = reverse("admin:jobs_runnerprocess_delete", args=[runner.id])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not RunnerProcess.objects.exists(), "clearing a gone runner is allowed"
+
+
+# -- the dashboard ------------------------------------------------------------
+
+
+def dashboard(client: Client) -> str:
+    response = client.get(reverse("admin:jobs_dashboard"))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_dashboard_shows_the_queues_numbers_to_a_viewer(viewer_client):
+    now = timezone.now()
+    for n in range(3):
+        make_job(f"done-{n}", state=State.DONE, finished_at=now - timedelta(minutes=1))
+    for n in range(2):
+        make_job(f"failed-{n}", state=State.FAILED, finished_at=now - timedelta(minutes=2))
+    for n in range(4):
+        make_job(f"older-{n}", state=State.DONE, finished_at=now - timedelta(minutes=30))
+    make_job("waiting", run_at=now - timedelta(minutes=7, seconds=10), kind="slow.kind")
+    page = dashboard(viewer_client)
+    done = re.search(r'jobs-recent-done">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S)
+    failed = re.search(
+        r'jobs-recent-failed">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S
+    )
+    assert done is not None, "the dashboard has a row for done jobs"
+    assert done.groups() == ("3", "7"), "done: 3 in the last 5 minutes, 7 in the hour"
+    assert failed is not None, "the dashboard has a row for failed jobs"
+    assert failed.groups() == ("2", "2"), "failed: 2 in the last 5 minutes and in the hour"
+    assert "waited 7 min past its run_at" in page, "the queue lag is the oldest ready job's wait"
+    assert ">slow.kind</a>" in page, "live jobs are listed by kind"
+
+
+def test_the_dashboard_draws_the_last_hours_throughput_as_an_accessible_svg(admin_client):
+    make_job("d", state=State.DONE, finished_at=timezone.now() - timedelta(minutes=1))
+    page = dashboard(admin_client)
+    assert '<svg class="jobs-chart"' in page, "the chart is inline SVG"
+    assert '<title id="jobs-chart-title">' in page, "the chart has a title for screen readers"
+    assert 'class="jobs-bar-done"' in page, "the done job is drawn as a bar"
+    content = page.split('<div id="content-main">')[1]
+    assert "<script" not in content, "the dashboard itself needs no JavaScript"
+
+
+def test_the_dashboard_lists_runners_with_the_gone_ones_marked(admin_client):
+    make_runner("alive-host", ["a"])
+    make_runner("dead-host", ["b"], silent_for=timedelta(minutes=5))
+    page = dashboard(admin_client)
+    dead = next(row for row in rows(page) if "dead-host" in row)
+    alive = next(row for row in rows(page) if "alive-host" in row)
+    assert 'jobs-badge-gone">gone<' in dead, "a silent runner is marked gone"
+    assert 'jobs-badge-live">live<' in alive, "a reporting runner is marked live"
+
+
+def test_the_dashboard_flags_kinds_no_live_runner_can_run(admin_client):
+    make_runner("alive-host", ["handled"])
+    make_job("a", kind="handled")
+    make_job("b", kind="orphaned")
+    page = dashboard(admin_client)
+    orphaned = next(row for row in rows(page) if ">orphaned</a>" in row)
+    handled = next(row for row in rows(page) if ">handled</a>" in row)
+    assert "no live runner" in orphaned, "a kind nobody can run is flagged"
+    assert "no live runner" not in handled
+
+
+def test_the_dashboard_needs_permission_to_view_jobs(client):
+    client.force_login(User.objects.create_user("staff", password="pw", is_staff=True))
+    assert client.get(reverse("admin:jobs_dashboard")).status_code == 403
+
+
+def test_the_app_index_and_the_job_list_link_to_the_dashboard(viewer_client):
+    url = reverse("admin:jobs_dashboard")
+    index = viewer_client.get(reverse("admin:app_list", args=["jobs"])).content.decode()
+    assert f'href="{url}"' in index, "the jobs app's index links to the dashboard"
+    assert f'href="{url}"' in changelist(viewer_client), "so does the job list"
+
+
+# -- counting a large table ---------------------------------------------------
+
+
+def test_on_sqlite_the_list_is_always_counted_exactly(admin_client, monkeypatch):
+    if connection.vendor != "sqlite":
+        pytest.skip("about SQLite, which keeps no row estimate")
+    monkeypatch.setattr(jobs.admin, "ESTIMATE_COUNT_ABOVE", 1)
+    for n in range(3):
+        make_job(f"k{n}")
+    page = changelist(admin_client)
+    assert "about</span>" not in page, "only PostgreSQL keeps an estimate to use"
+    assert "3 jobs" in page
+
+
+@pytest.mark.postgresql
+def test_an_unfiltered_list_of_a_large_table_takes_postgresqls_estimate(admin_client, monkeypatch):
+    """A full COUNT(*) of a million rows on every page view is what makes an
+    admin list slow; the unfiltered list uses the planner's estimate instead."""
+    monkeypatch.setattr(jobs.admin, "ESTIMATE_COUNT_ABOVE", 20)
+    for n in range(30):
+        make_job(f"k{n}", state=State.DONE)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+    for n in range(5):
+        make_job(f"late{n}", state=State.FAILED)  # after ANALYZE: not in the estimate
+    page = changelist(admin_client)
+    assert re.search(r"about</span>\s*30 jobs", page), "the unfiltered count is the estimate"
+    filtered = changelist(admin_client, state__exact="failed")
+    assert "about</span>" not in filtered, "a filtered list is not estimated"
+    assert "5 jobs" in filtered, "a filtered list is counted exactly"
+
+
+@pytest.mark.postgresql
+def test_a_small_postgresql_table_is_counted_exactly(admin_client, monkeypatch):
+    for n in range(3):
+        make_job(f"k{n}")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+    page = changelist(admin_client)
+    assert "about</span>" not in page, "below the threshold nothing is estimated"
+    assert "3 jobs" in page, "below the threshold the list is counted"

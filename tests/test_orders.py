@@ -1,0 +1,402 @@
+"""The orders example, end to end: why the queue exists.
+
+A client finalizes an order, is answered `processing` at once, and polls. A
+real `runjobs` process relays the order to a real HTTP upstream
+(`tests.upstream_stub`) that blips, refuses or is not there at all. The
+client must see `processing` through every blip and one terminal answer at the
+end, and the upstream must never see two requests in flight for one order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from acmeproxy.orders import upstream as upstream_client
+from acmeproxy.orders import views
+from acmeproxy.orders.jobs import KIND, RelayHandler
+from acmeproxy.orders.models import Order, State
+from jobs import Done, Failed, enqueue
+from jobs.models import Job
+from tests.conftest import RunJobs
+from tests.helpers import wait_until
+from tests.upstream_stub import UpstreamStub, certificate_for, unused_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TERMINAL = ("valid", "invalid")
+
+
+@pytest.fixture
+def upstream() -> Iterator[UpstreamStub]:
+    with UpstreamStub() as stub:
+        yield stub
+
+
+def start_runjobs(runjobs: Callable[..., RunJobs], upstream_url: str) -> RunJobs:
+    return runjobs(env={"ORDERS_UPSTREAM_URL": upstream_url, "ORDERS_UPSTREAM_TIMEOUT": "5"})
+
+
+def create_order(client) -> int:
+    answer = client.post("/orders/", data={}, content_type="application/json")
+    assert answer.status_code == 201, answer.content
+    return int(answer.json()["id"])
+
+
+def finalize(client, order_id: int) -> dict[str, Any]:
+    answer = client.post(f"/orders/{order_id}/finalize")
+    assert answer.status_code == 200, answer.content
+    return dict(answer.json())
+
+
+def poll_until_settled(
+    client, order_id: int, *processes: RunJobs, timeout: float = 12.0
+) -> tuple[dict[str, Any], list[tuple[float, str]]]:
+    """Poll the order as a client would; its last answer and every (time, state) read."""
+    seen: list[tuple[float, str]] = []
+    last: dict[str, Any] = {}
+
+    def settled() -> bool:
+        last.update(client.get(f"/orders/{order_id}").json())
+        seen.append((time.monotonic(), last["state"]))
+        return last["state"] in TERMINAL
+
+    assert wait_until(settled, timeout=timeout, step=0.05), (
+        f"order {order_id} reached no terminal state within {timeout}s; "
+        "runjobs said:\n" + "\n".join(process.output() for process in processes)
+    )
+    return last, seen
+
+
+def in_turn(states: list[str]) -> list[str]:
+    """The states in the order they were first seen, each run of repeats as one."""
+    return [state for n, state in enumerate(states) if n == 0 or states[n - 1] != state]
+
+
+# -- end to end, with a real runjobs process ----------------------------------------
+
+
+@pytest.mark.parametrize("failure", ["503", "drop"])
+def test_a_client_polling_through_upstream_blips_sees_processing_then_valid(
+    client, configure, runjobs, upstream, failure
+):
+    """The reason the queue exists: a blip is a retry the client never sees."""
+    configure(poll_interval_ms=50, retry_base_seconds=1, retry_max_seconds=1, max_attempts=5)
+    upstream.failures, upstream.failure = 2, failure
+    process = start_runjobs(runjobs, upstream.url)
+    order_id = create_order(client)
+
+    assert finalize(client, order_id)["state"] == "processing", (
+        "finalize answers processing at once, without waiting for the upstream"
+    )
+    final, seen = poll_until_settled(client, order_id, process)
+
+    assert final["state"] == "valid", f"the order ends valid once the upstream recovers: {final}"
+    assert final["certificate"] == certificate_for(order_id), "the client reads the certificate"
+    assert final["reason"] is None, "a valid order carries no reason"
+    assert in_turn([state for _, state in seen]) == ["processing", "valid"], (
+        "the client saw processing through every blip, then valid, and nothing else"
+    )
+    requests = upstream.requests_for(order_id)
+    blip = "503" if failure == "503" else "dropped"
+    assert [r.answer for r in requests] == [blip, blip, "issued"], (
+        "the upstream failed twice and the third attempt was issued"
+    )
+    assert any(
+        state == "processing" and requests[0].ended < at < requests[2].started for at, state in seen
+    ), "the client polled while the upstream was failing, and read processing"
+    assert upstream.most_in_flight(order_id) == 1, "never two requests in flight for one order"
+
+
+def test_a_stated_refusal_ends_the_order_invalid_with_the_upstreams_reason_after_one_request(
+    client, configure, runjobs, upstream
+):
+    """A refusal is Failed, not Retry: retrying it would only delay the client's answer."""
+    configure(poll_interval_ms=50, retry_base_seconds=0, retry_max_seconds=0, max_attempts=5)
+    upstream.refusal = "the CA will not issue for example.invalid"
+    process = start_runjobs(runjobs, upstream.url)
+    order_id = create_order(client)
+
+    assert finalize(client, order_id)["state"] == "processing"
+    final, seen = poll_until_settled(client, order_id, process)
+
+    assert final["state"] == "invalid", f"a refusal ends the order invalid: {final}"
+    assert final["reason"] == upstream.refusal, "the client reads the upstream's own reason"
+    assert final["certificate"] is None, "an invalid order carries no certificate"
+    assert in_turn([state for _, state in seen]) == ["processing", "invalid"], (
+        "the client saw processing, then one terminal answer"
+    )
+    assert len(upstream.requests_for(order_id)) == 1, "a stated refusal is asked exactly once"
+    job = Job.objects.get(kind=KIND, key=str(order_id))
+    assert (job.state, job.attempts) == ("failed", 1), "the relay retired after one attempt"
+    assert upstream.most_in_flight(order_id) == 1, "never two requests in flight for one order"
+
+
+def test_an_upstream_that_never_answers_ends_the_order_invalid_once_the_attempts_run_out(
+    client, configure, runjobs
+):
+    """Connection refused is retried, and only the exhausted budget is terminal."""
+    # The budget is frozen onto the job when it is queued, so it is set first.
+    configure(poll_interval_ms=50, retry_base_seconds=0, retry_max_seconds=0, max_attempts=2)
+    process = start_runjobs(runjobs, unused_url())
+    order_id = create_order(client)
+
+    assert finalize(client, order_id)["state"] == "processing"
+    final, seen = poll_until_settled(client, order_id, process)
+
+    assert final["state"] == "invalid", f"the order ends invalid when the relay gives up: {final}"
+    assert final["reason"].startswith("gave up after 2 of 2 attempts"), (
+        f"the reason says the relay gave up: {final['reason']!r}"
+    )
+    assert "unreachable" in final["reason"], "the reason names the last failure"
+    assert in_turn([state for _, state in seen]) == ["processing", "invalid"], (
+        "the client saw processing through the retries, then one terminal answer"
+    )
+    job = Job.objects.get(kind=KIND, key=str(order_id))
+    assert (job.state, job.attempts) == ("failed", 2), "both attempts ran before it gave up"
+
+
+def test_the_upstream_never_sees_two_requests_in_flight_for_one_order(
+    client, configure, runjobs, upstream
+):
+    """Two runners, repeated finalizes and a slow upstream still ask once at a time per order."""
+    configure(poll_interval_ms=50, retry_base_seconds=0, retry_max_seconds=0, max_attempts=5)
+    upstream.failures, upstream.delay = 1, 0.3
+    order_ids = [create_order(client) for _ in range(3)]
+    for order_id in order_ids:
+        finalize(client, order_id)
+    processes = [start_runjobs(runjobs, upstream.url) for _ in range(2)]
+    for order_id in order_ids:
+        assert finalize(client, order_id)["state"] in ("processing", "valid"), (
+            "a repeated finalize answers the order's current state"
+        )
+
+    for order_id in order_ids:
+        final, _ = poll_until_settled(client, order_id, *processes)
+        assert final["state"] == "valid", f"every order ends valid: {final}"
+    for order_id in order_ids:
+        assert upstream.most_in_flight(order_id) == 1, (
+            f"order {order_id} never had two requests in flight"
+        )
+        assert [r.answer for r in upstream.requests_for(order_id)] == ["503", "issued"], (
+            f"order {order_id} was asked once per attempt, no more"
+        )
+
+
+def test_runjobs_recovers_an_order_left_processing_without_a_job(
+    client, configure, runjobs, upstream
+):
+    """A process that died between its state change and its job leaves nothing stranded."""
+    configure(poll_interval_ms=50)
+    order = Order.objects.create(state=State.PROCESSING)
+    assert not Job.objects.filter(kind=KIND).exists()
+
+    process = start_runjobs(runjobs, upstream.url)
+    final, _ = poll_until_settled(client, order.pk, process)
+
+    assert final["state"] == "valid", f"recover queued a relay that finished the order: {final}"
+    assert len(upstream.requests_for(order.pk)) == 1, "the recovered relay asked once"
+
+
+# -- finalize and its transaction --------------------------------------------------
+
+
+def test_a_finalize_rolled_back_after_its_enqueue_leaves_no_job_and_the_order_pending(
+    client, monkeypatch
+):
+    """The state change and the job commit together or not at all."""
+    order_id = create_order(client)
+
+    def enqueue_then_fail(spec):
+        assert enqueue(spec), "the relay was queued inside the view's transaction"
+        raise RuntimeError("the request failed after queueing its job")
+
+    monkeypatch.setattr(views, "enqueue", enqueue_then_fail)
+    with pytest.raises(RuntimeError, match="after queueing"):
+        client.post(f"/orders/{order_id}/finalize")
+
+    assert not Job.objects.filter(kind=KIND).exists(), "the rollback took the queued job with it"
+    assert Order.objects.get(pk=order_id).state == State.PENDING, (
+        "the rollback took the state change with it"
+    )
+
+
+def test_finalizing_twice_queues_one_relay_and_answers_processing_both_times(client, monkeypatch):
+    """A client that lost the first answer can ask again without a second job."""
+    queued: list[bool] = []
+
+    def recording_enqueue(spec):
+        queued.append(enqueue(spec))
+        return queued[-1]
+
+    monkeypatch.setattr(views, "enqueue", recording_enqueue)
+    order_id = create_order(client)
+
+    assert finalize(client, order_id)["state"] == "processing"
+    assert finalize(client, order_id)["state"] == "processing", "the second answer is the same"
+
+    assert queued == [True, False], "the second enqueue was refused: the relay is already live"
+    assert Job.objects.filter(kind=KIND, key=str(order_id)).count() == 1, "one relay job"
+
+
+def test_finalizing_a_valid_order_answers_valid_and_queues_nothing(client):
+    order = Order.objects.create(state=State.VALID, certificate="PEM")
+
+    answer = client.post(f"/orders/{order.pk}/finalize")
+
+    assert (answer.status_code, answer.json()["state"]) == (200, "valid")
+    assert not Job.objects.exists(), "there is nothing left to relay"
+
+
+def test_finalizing_an_invalid_order_answers_409_with_its_reason_and_queues_nothing(client):
+    order = Order.objects.create(state=State.INVALID, reason="refused")
+
+    answer = client.post(f"/orders/{order.pk}/finalize")
+
+    assert answer.status_code == 409, "an invalid order cannot be finalized again"
+    assert (answer.json()["state"], answer.json()["reason"]) == ("invalid", "refused")
+    assert "new order" in answer.json()["error"], "the error tells the client what to do"
+    assert not Job.objects.exists()
+
+
+# -- the API's answers ----------------------------------------------------------------
+
+
+def test_creating_an_order_answers_201_pending_with_where_to_poll(client):
+    answer = client.post("/orders/", data={"note": "ignored"}, content_type="application/json")
+
+    assert answer.status_code == 201
+    body = answer.json()
+    assert (body["state"], body["reason"], body["certificate"]) == ("pending", None, None)
+    assert answer["Location"] == f"/orders/{body['id']}", "the answer says where to poll"
+    assert client.get(answer["Location"]).json() == body, "polling reads the same order"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", "/orders/999999"),
+        ("post", "/orders/999999/finalize"),
+        ("get", "/orders/not-an-id"),
+        ("get", "/orders/99999999999999999999999999"),
+    ],
+)
+def test_an_unknown_order_answers_404_as_json(client, method, path):
+    answer = getattr(client, method)(path)
+
+    assert answer.status_code == 404
+    assert answer["Content-Type"] == "application/json", "the API answers JSON even for a 404"
+    assert "no order" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("body", ["not json", "[1, 2]", '"an order"'])
+def test_a_body_that_is_not_a_json_object_answers_400_as_json(client, body):
+    answer = client.post("/orders/", data=body, content_type="application/json")
+
+    assert answer.status_code == 400
+    assert "error" in answer.json()
+    assert not Order.objects.exists(), "a refused request creates no order"
+
+
+def test_a_wrong_method_answers_405_as_json_naming_the_allowed_ones(client):
+    order = Order.objects.create()
+
+    for method, path, allowed in [
+        ("get", "/orders/", "POST"),
+        ("get", f"/orders/{order.pk}/finalize", "POST"),
+        ("delete", f"/orders/{order.pk}", "GET, HEAD"),
+    ]:
+        answer = getattr(client, method)(path)
+        assert (answer.status_code, answer["Allow"]) == (405, allowed), path
+        assert "not allowed" in answer.json()["error"]
+
+
+# -- the relay handler, called directly -------------------------------------------------
+
+
+def relay_job(order_id: Any) -> Job:
+    """The claimed row the runner would hand the handler (unsaved: run only reads it)."""
+    return Job(kind=KIND, key=str(order_id), payload={"order_id": order_id}, attempts=1)
+
+
+def test_a_relay_rerun_for_an_order_already_valid_is_done_without_asking_the_upstream(
+    settings, upstream
+):
+    """run starts from scratch: an earlier attempt that stored the certificate ends it."""
+    settings.ORDERS_UPSTREAM_URL = upstream.url
+    order = Order.objects.create(state=State.VALID, certificate="PEM")
+
+    assert RelayHandler().run(relay_job(order.pk)) == Done()
+    assert upstream.requests == [], "nothing was asked of the upstream"
+    assert Order.objects.get(pk=order.pk).certificate == "PEM", "the certificate is untouched"
+
+
+def test_a_relay_for_a_missing_order_fails_with_a_reason(settings, upstream):
+    settings.ORDERS_UPSTREAM_URL = upstream.url
+
+    outcome = RelayHandler().run(relay_job(424242))
+
+    assert outcome == Failed("order 424242 does not exist"), "a missing order can never succeed"
+    assert upstream.requests == []
+
+
+def test_a_late_abandon_never_overwrites_an_order_that_is_already_valid():
+    """Both relay writes are conditional on processing, so a terminal state is final."""
+    order = Order.objects.create(state=State.VALID, certificate="PEM")
+
+    RelayHandler().abandon(relay_job(order.pk), "gave up")
+
+    order.refresh_from_db()
+    assert (order.state, order.reason) == ("valid", ""), "a valid order stays valid"
+
+
+def test_the_relay_lease_outlasts_the_whole_upstream_request(settings):
+    """The lease is what keeps a second attempt from starting while a request is in flight."""
+    settings.ORDERS_UPSTREAM_TIMEOUT = 7.5
+
+    assert RelayHandler().lease().total_seconds() > 7.5
+
+
+# -- the upstream client --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "answer"),
+    [
+        (200, b'{"certificate": "PEM"}', upstream_client.Issued("PEM")),
+        (200, b"{}", upstream_client.Unavailable("upstream answered 200 without a certificate")),
+        (503, b"", upstream_client.Unavailable("upstream answered HTTP 503")),
+        (
+            429,
+            b'{"reason": "slow down"}',
+            upstream_client.Unavailable("upstream answered HTTP 429"),
+        ),
+        (400, b'{"reason": "bad CSR"}', upstream_client.Refused("bad CSR")),
+        (
+            404,
+            b"<html>",
+            upstream_client.Refused("upstream refused the order with HTTP 404 and no reason"),
+        ),
+        (302, b"", upstream_client.Unavailable("upstream answered an unexpected HTTP 302")),
+    ],
+)
+def test_the_upstreams_answers_sort_into_issued_refused_or_unavailable(status, body, answer):
+    """What may pass is Unavailable (a Retry); only a 4xx that is not about load is Refused."""
+    assert upstream_client.classify(status, body) == answer
+
+
+def test_an_upstream_that_trickles_its_answer_is_cut_off_at_the_timeout(settings, upstream):
+    """The relay's lease assumes the timeout bounds the whole request, not each read."""
+    settings.ORDERS_UPSTREAM_URL = upstream.url
+    settings.ORDERS_UPSTREAM_TIMEOUT = 0.5
+    upstream.trickle = 0.05  # some 60 bytes: three seconds in all
+
+    started = time.monotonic()
+    answer = upstream_client.request_certificate(1)
+    took = time.monotonic() - started
+
+    assert answer == upstream_client.Unavailable("upstream did not answer within 0.5s")
+    assert took < 1.5, f"the request ended at its timeout, not after the whole answer ({took:.2f}s)"
