@@ -96,6 +96,24 @@ class JobsSettings:
 
 
 KEYS = tuple(item.name for item in dataclasses.fields(JobsSettings))
+
+#: The payload of the database notice that says "the config row was saved".
+CONFIG_NOTICE = "config"
+
+_generation = 0
+
+
+def generation() -> int:
+    """How many times the config row has been saved in this process."""
+    return _generation
+
+
+def saved() -> None:
+    """Note a save of the config row in this process (runners re-read it)."""
+    global _generation
+    _generation += 1
+
+
 DEFAULTS = JobsSettings()
 
 #: Inclusive bounds per key. The upper bounds are sanity, not policy: past

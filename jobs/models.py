@@ -204,12 +204,18 @@ def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> N
     # Runners apply a saved change at once rather than at their next config
     # check: those in this process through the doorbell, those in others
     # through the database where it can reach them (PostgreSQL).
-    from jobs.queue import wakeup
     from jobs.store import for_database
 
     using = kwargs.get("using")
-    for_database(using).notify()
-    transaction.on_commit(wakeup.ring, using=using)
+    for_database(using).notify(config.CONFIG_NOTICE)
+    transaction.on_commit(_saved_and_ring, using=using)
+
+
+def _saved_and_ring() -> None:
+    from jobs.queue import wakeup
+
+    config.saved()
+    wakeup.ring()
 
 
 class RunnerProcess(models.Model):

@@ -302,7 +302,7 @@ def test_sighup_applies_a_change_at_once(runjobs, configure):
     configure(poll_interval_ms=3_600_000)
     process = runjobs(env={"JOBS_CONFIG_CHECK_SECONDS": "3600"})
     assert wait_until(lambda: "runner_started" in process.output(), 20), process.output()
-    assert wait_until(lambda: "job_claimed" in process.output(), 5)  # the sweep, then idle
+    assert wait_until(lambda: "job_rescheduled" in process.output(), 5)  # the sweep, then idle
     job = add_ready_job("test.record", "after-hup")
     set_row(poll_interval_ms=50)
     process.process.send_signal(signal.SIGHUP)

@@ -59,6 +59,8 @@ class Attempt:
         self.deadline = claimed_at + budget
         self._lock = threading.Lock()
         self._taken = False
+        #: Set when a `Done` was handed to the producer to settle in a batch.
+        self.handed_off = False
 
     def take(self) -> bool:
         """True for the first caller only: whoever takes the attempt settles it."""
@@ -70,9 +72,16 @@ class Attempt:
 
 
 class Executor:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        on_done: Callable[[Attempt, Done], None] | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
+        #: Where a `Done` goes to be settled in a batch; settled here when None.
+        self.on_done = on_done
 
     # -- the pipeline ----------------------------------------------------------
 
@@ -93,7 +102,33 @@ class Executor:
                 reason="the attempt was already settled as timed out",
             )
             return
+        if isinstance(outcome, Done) and self.on_done is not None:
+            attempt.handed_off = True
+            self.on_done(attempt, outcome)
+            return
         self.guarded(self.settle, attempt, outcome, self.clock())
+
+    def complete_many(self, batch: list[tuple[Attempt, Done]], now: datetime) -> None:
+        """Settle a batch of `Done` attempts at once; a loser is logged, never written."""
+        try:
+            won = self.store.complete_many([(a.job, d.result) for a, d in batch], now)
+        except Exception as error:
+            for attempt, _ in batch:
+                log.event(
+                    "job_settle_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    **_ids(attempt.job),
+                    error=repr(error),
+                )
+            if isinstance(error, DatabaseError):
+                connections[self.store.using].close_if_unusable_or_obsolete()
+            return
+        for attempt, _ in batch:
+            if attempt.job.id in won:
+                log.event("job_done", logging.DEBUG, outcome="done", **_ids(attempt.job))
+            else:
+                self.lost(attempt.job, "done")
 
     def time_out(self, attempt: Attempt, now: datetime) -> bool:
         """Settle an overrunning attempt as a timed-out retry; False if it had settled."""
@@ -160,7 +195,7 @@ class Executor:
         job = attempt.job
         if isinstance(outcome, Done):
             if self.store.complete(job, now, outcome.result):
-                log.event("job_done", outcome="done", **_ids(job))
+                log.event("job_done", logging.DEBUG, outcome="done", **_ids(job))
             else:
                 self.lost(job, "done")
         elif isinstance(outcome, Retry):

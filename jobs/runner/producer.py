@@ -11,6 +11,7 @@ once, so a new poll interval cuts short a sleep begun at the old one.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -24,7 +25,8 @@ from django.utils import timezone
 
 from jobs import config as jobs_config
 from jobs import log
-from jobs.config import JobsSettings
+from jobs.config import CONFIG_NOTICE, JobsSettings
+from jobs.handlers import Done
 from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
@@ -58,15 +60,24 @@ class Runner:
         self.clock = clock
         self.settings = settings or jobs_config.LiveConfig(self.using)
         self.store = for_database(self.using)
-        self.executor = Executor(self.store, clock)
+        self.executor = Executor(self.store, clock, on_done=self._completed_done)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
         self.presence = Presence(self.using, clock)
         self._listener: threading.Thread | None = None
+        self._ticker: threading.Thread | None = None
         self._listener_stop = threading.Event()
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: dict[uuid.UUID, Attempt] = {}
+        #: Attempts that ended `Done`, waiting for the next pass to settle them
+        #: together: one statement and one commit for the batch, not one each.
+        self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
+        #: Set when the config row should be read again before the next claim:
+        #: by the config ticker, a reload request (SIGHUP, a notice) or a save
+        #: in this process. Under load a pass does not read it every time.
+        self._config_stale = threading.Event()
+        self._config_generation = jobs_config.generation()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
         self._current = self.settings()
@@ -79,15 +90,21 @@ class Runner:
     def run(self, *, burst: bool = False) -> None:
         """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
         log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
+        self._refresh(force=True)
         self.presence.register(self.registry.kinds(), self._current.max_concurrent)
         if not burst and self.store.wakes_other_processes and self._listener is None:
             self._listener = threading.Thread(
                 target=self.store.listen,
-                args=(self.doorbell.set, self._listener_stop),
+                args=(self._on_notice, self._listener_stop),
                 name="jobs-listener",
                 daemon=True,
             )
             self._listener.start()
+        if self._ticker is None:
+            self._ticker = threading.Thread(
+                target=self._tick_config, name="jobs-config", daemon=True
+            )
+            self._ticker.start()
         recover_all(self.registry)
         while not self.stopping.is_set():
             self.doorbell.clear()
@@ -105,8 +122,21 @@ class Runner:
             self._idle()
 
     def reload(self) -> None:
-        """Re-read the config now (SIGHUP). Safe from a signal handler."""
+        """Re-read the config now (SIGHUP, a notice). Safe from a signal handler."""
+        self._config_stale.set()
         self.doorbell.set()
+
+    def _on_notice(self, payload: str) -> None:
+        """A notice from another process: new work, or a saved config."""
+        if payload == CONFIG_NOTICE:
+            self.reload()
+        else:
+            self.doorbell.set()
+
+    def _tick_config(self) -> None:
+        """Mark the config stale every `JOBS_CONFIG_CHECK_SECONDS` of real time."""
+        while not self._listener_stop.wait(self._config_check):
+            self._config_stale.set()
 
     def stop(self) -> None:
         """Stop claiming; attempts already running go on. Safe from a signal handler."""
@@ -126,6 +156,7 @@ class Runner:
             if remaining <= 0:
                 break
             self.doorbell.clear()
+            self._settle_completed(self.clock())
             self._reap(self.clock())
             if self.in_flight():
                 self.doorbell.wait(min(remaining, self._wait_seconds()))
@@ -145,10 +176,14 @@ class Runner:
         With `wait=False` (attempts are still running after the grace period)
         threads busy in a handler are left behind rather than waited for.
         """
+        try:
+            self._settle_completed(self.clock())
+        except (DatabaseError, InterfaceError) as error:
+            log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
         wakeup.unsubscribe(self.doorbell)
+        self._listener_stop.set()
         if self._listener is not None:
-            self._listener_stop.set()
             self._listener.join(5)
         try:
             self.presence.remove()
@@ -174,6 +209,7 @@ class Runner:
         Returns how many rows were claimed and how many slots were free.
         """
         now = self.clock()
+        self._settle_completed(now)
         settings = self._refresh()
         self._reap(now)
         self.presence.beat(len(self.in_flight()), settings.max_concurrent)
@@ -192,7 +228,7 @@ class Runner:
                 self._in_flight[job.id] = attempt
             log.event(
                 "job_reclaimed" if claim.reclaimed else "job_claimed",
-                logging.WARNING if claim.reclaimed else logging.INFO,
+                logging.WARNING if claim.reclaimed else logging.DEBUG,
                 outcome="claimed",
                 job_id=job.id,
                 kind=job.kind,
@@ -214,7 +250,26 @@ class Runner:
         try:
             self.executor.execute(attempt)
         finally:
-            self._release(attempt)
+            if not attempt.handed_off:
+                self._release(attempt)
+
+    def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
+        """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
+        self._completed.append((attempt, outcome))
+        self.doorbell.set()
+
+    def _settle_completed(self, now: datetime) -> None:
+        """Settle every queued `Done` in one batch, then free their slots."""
+        batch = []
+        while self._completed:
+            batch.append(self._completed.popleft())
+        if not batch:
+            return
+        try:
+            self.executor.complete_many(batch, now)
+        finally:
+            for attempt, _ in batch:
+                self._release(attempt)
 
     def _release(self, attempt: Attempt) -> None:
         with self._lock:
@@ -228,8 +283,14 @@ class Runner:
                 self.executor.time_out(attempt, now)
                 self._release(attempt)
 
-    def _refresh(self) -> JobsSettings:
-        """Read the config; tell maintenance when it changed. Returns the new config."""
+    def _refresh(self, *, force: bool = False) -> JobsSettings:
+        """The config in force: read again when stale or `force`; tell maintenance
+        when it changed."""
+        generation = jobs_config.generation()
+        if not (force or self._config_stale.is_set() or generation != self._config_generation):
+            return self._current
+        self._config_stale.clear()
+        self._config_generation = generation
         previous, self._current = self._current, self.settings()
         if self._current != previous:
             apply_config_change(previous, self._current)
@@ -250,7 +311,7 @@ class Runner:
             waited += step
             before = self._current
             try:
-                if self._refresh() != before:
+                if self._refresh(force=True) != before:
                     return
                 self.presence.beat(len(self.in_flight()), self._current.max_concurrent)
             except (DatabaseError, InterfaceError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, QuerySet
 
@@ -91,14 +91,14 @@ class Store:
     #: Where they cannot, they find new work at their next poll.
     wakes_other_processes = False
 
-    def notify(self) -> None:
+    def notify(self, payload: str = "") -> None:
         """Wake runners in other processes when the current transaction commits.
 
         A no-op where the database has no way to do it.
         """
 
-    def listen(self, ring: Callable[[], None], stopping: threading.Event) -> None:
-        """Call `ring` whenever another process notifies, until `stopping` is set.
+    def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
+        """Call `ring(payload)` whenever another process notifies, until `stopping` is set.
 
         Only for stores with `wakes_other_processes`; runs on its own thread
         and its own connection, and survives the database going away.
@@ -180,6 +180,18 @@ class Store:
                 state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now, **fields
             )
         )
+
+    def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
+        """Settle many attempts `done` (each with its result) in one transaction.
+
+        Each row is fenced on its own attempt; returns the ids that settled.
+        """
+        won = set()
+        with transaction.atomic(using=self.using):
+            for job, result in done:
+                if self.complete(job, now, result):
+                    won.add(job.id)
+        return won
 
     def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
         """Back to `queued` at `run_at`, keeping the attempt count."""

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from jobs import log
+from jobs.models import Job
 from jobs.store.base import CLAIM_COLUMNS, Claim, Store
 
 #: The channel runners LISTEN on.
@@ -32,7 +35,20 @@ INSERT_SQL = f"""
 """
 
 #: Wake the listeners when the current transaction commits.
-NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', '')"
+NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', %s)"
+
+#: Settle a batch of attempts `done`, each fenced on its own claim (id,
+#: running, attempt number, lease): one statement and one commit for all.
+COMPLETE_MANY_SQL = """
+    UPDATE jobs_job AS j
+    SET state = 'done', lease_expires_at = NULL, finished_at = %s, updated_at = %s,
+        result = d.result
+    FROM unnest(%s::uuid[], %s::integer[], %s::timestamptz[], %s::jsonb[])
+         AS d(id, attempts, lease, result)
+    WHERE j.id = d.id AND j.state = 'running'
+      AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
+    RETURNING j.id
+"""
 
 #: Subscribe a connection to the channel.
 LISTEN_SQL = f"LISTEN {WAKEUP_CHANNEL}"
@@ -48,9 +64,9 @@ _RETURNING = ", ".join(f'j."{column}"' for column in CLAIM_COLUMNS)
 #: to running, count the attempt and write each kind's lease, reporting what
 #: state each row was in before. The CTE is MATERIALIZED so the locking
 #: SELECT runs exactly once: as a subquery the planner may rescan it inside
-#: a join, and each rescan can lock and return more rows than LIMIT. The range on run_at serves both kinds of
-#: ready row from the jobs_job_ready index: a running row's run_at is in the
-#: past too.
+#: a join, and each rescan can lock and return more rows than LIMIT. The
+#: range on run_at serves both kinds of ready row from the jobs_job_ready
+#: index: a running row's run_at is in the past too.
 CLAIM_SQL = f"""
     WITH ready AS MATERIALIZED (
         SELECT id, state AS prior_state
@@ -79,11 +95,26 @@ class PostgreSQLStore(Store):
     INSERT_SQL = INSERT_SQL
     wakes_other_processes = True
 
-    def notify(self) -> None:
+    def notify(self, payload: str = "") -> None:
         with self.connection.cursor() as cursor:
-            cursor.execute(NOTIFY_SQL)
+            cursor.execute(NOTIFY_SQL, [payload])
 
-    def listen(self, ring: Callable[[], None], stopping: threading.Event) -> None:
+    def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
+        if not done:
+            return set()
+        params: list[Any] = [
+            now,
+            now,
+            [job.id for job, _ in done],
+            [job.attempts for job, _ in done],
+            [job.lease_expires_at for job, _ in done],
+            [None if result is None else Jsonb(result) for _, result in done],
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.execute(COMPLETE_MANY_SQL, params)
+            return {row[0] for row in cursor.fetchall()}
+
+    def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
         params = {
             key: value
             for key, value in self.connection.get_connection_params().items()
@@ -96,10 +127,10 @@ class PostgreSQLStore(Store):
                     listener.execute(LISTEN_SQL)
                     log.event("runner_listening", channel=WAKEUP_CHANNEL)
                     delay = LISTEN_TICK_SECONDS
-                    ring()  # anything queued while nobody was listening
+                    ring("")  # anything queued while nobody was listening
                     while not stopping.is_set():
-                        for _ in listener.notifies(timeout=LISTEN_TICK_SECONDS):
-                            ring()
+                        for notice in listener.notifies(timeout=LISTEN_TICK_SECONDS):
+                            ring(notice.payload)
             except psycopg.Error as error:
                 log.event(
                     "runner_listener_lost",
