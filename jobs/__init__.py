@@ -39,7 +39,7 @@ retry and whatever it returns later is discarded, but the thread runs on until
 the handler returns. An `async def run` is really cancelled at the budget.
 
 Public API: `JobSpec`, `JobHandler`, `Done`, `Retry`, `Failed`, `Reschedule`,
-`enqueue`, `enqueue_or_log`, `register`.
+`enqueue`, `enqueue_many`, `enqueue_or_log`, `register`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from jobs.registry import register
 from jobs.spec import InvalidJobSpec, JobSpec
 
 if TYPE_CHECKING:
-    from jobs.queue import enqueue, enqueue_or_log
+    from jobs.queue import enqueue, enqueue_many, enqueue_or_log
 
 __version__ = "0.1.0"
 
@@ -64,6 +64,7 @@ __all__ = [
     "Reschedule",
     "Retry",
     "enqueue",
+    "enqueue_many",
     "enqueue_or_log",
     "register",
 ]
@@ -72,7 +73,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The queue needs the models, which cannot load while Django is still
     # importing this package as an installed app; import it on first use.
-    if name in ("enqueue", "enqueue_or_log"):
+    if name in ("enqueue", "enqueue_many", "enqueue_or_log"):
         from jobs import queue
 
         return getattr(queue, name)

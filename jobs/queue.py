@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -63,22 +65,45 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     """
     spec.validate()
     store = for_database(using)
-    inserted = store.insert(
-        NewJob(
-            id=job_id or uuid.uuid4(),
-            kind=spec.kind,
-            key=spec.key,
-            payload=spec.payload,
-            max_attempts=spec.max_attempts,
-            default_max_attempts=config.initial().max_attempts,
-            run_at=spec.run_at,
-            deadline=spec.deadline,
-            now=timezone.now(),
-        )
-    )
+    inserted = store.insert(_row(spec, job_id or uuid.uuid4(), timezone.now()))
     if inserted:
         transaction.on_commit(wakeup.ring, using=store.using)
     return inserted
+
+
+def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[bool]:
+    """Queue many specs at once; for each, whether it was queued (as `enqueue` says).
+
+    Every spec is validated before anything is written, so one bad spec
+    raises `InvalidJobSpec` and queues none. A spec whose identity a live job
+    holds, or an earlier spec in the same call, is refused with False. One
+    statement on PostgreSQL; one transaction on SQLite.
+    """
+    specs = list(specs)
+    for spec in specs:
+        spec.validate()
+    if not specs:
+        return []
+    store, now = for_database(using), timezone.now()
+    rows = [_row(spec, uuid.uuid4(), now) for spec in specs]
+    inserted = store.insert_many(rows)
+    if inserted:
+        transaction.on_commit(wakeup.ring, using=store.using)
+    return [row.id in inserted for row in rows]
+
+
+def _row(spec: JobSpec, job_id: uuid.UUID, now: datetime) -> NewJob:
+    return NewJob(
+        id=job_id,
+        kind=spec.kind,
+        key=spec.key,
+        payload=spec.payload,
+        max_attempts=spec.max_attempts,
+        default_max_attempts=config.initial().max_attempts,
+        run_at=spec.run_at,
+        deadline=spec.deadline,
+        now=now,
+    )
 
 
 def enqueue_or_log(spec: JobSpec, *, using: str | None = None) -> bool:

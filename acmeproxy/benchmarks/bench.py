@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from acmeproxy.benchmarks.jobs import NOOP
-from jobs import JobSpec, enqueue
+from jobs import JobSpec, enqueue, enqueue_many
 from jobs.config import DEFAULTS, KEYS
 from jobs.models import Job, JobsConfig
 from jobs.store import for_database
@@ -185,13 +185,22 @@ def enqueue_rates(count: int) -> list[Result]:
     started = time.perf_counter()
     for n in range(count):
         enqueue(JobSpec.now(NOOP, f"e{n}"))
-    elapsed = time.perf_counter() - started
+    one_by_one = time.perf_counter() - started
+    _clean()
+    specs = [JobSpec.now(NOOP, f"m{n}") for n in range(count)]
+    started = time.perf_counter()
+    queued = enqueue_many(specs)
+    bulk = time.perf_counter() - started
     _clean()
     return [
         Result(
             "enqueue (one per transaction)",
-            {"jobs": count, "jobs_per_second": round(count / elapsed)},
-        )
+            {"jobs": count, "jobs_per_second": round(count / one_by_one)},
+        ),
+        Result(
+            "enqueue_many (one call)",
+            {"jobs": sum(queued), "jobs_per_second": round(count / bulk)},
+        ),
     ]
 
 

@@ -105,6 +105,13 @@ class Store:
         """
         raise NotImplementedError
 
+    #: The config row's `max_attempts` when it is usable, else NULL.
+    CONFIGURED_MAX_ATTEMPTS_SQL = f"""
+        SELECT max_attempts FROM jobs_jobsconfig
+        WHERE id = {JobsConfig.SINGLETON_ID}
+          AND max_attempts BETWEEN {_ATTEMPTS[0]} AND {_ATTEMPTS[1]}
+    """
+
     #: Insert one queued row unless a live row holds its identity. Standard
     #: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
     #: NOTHING covers the partial unique index, and RETURNING yields a row
@@ -117,12 +124,7 @@ class Store:
                               run_at, deadline, lease_expires_at, last_error,
                               created_at, updated_at, finished_at)
         VALUES (%s, %s, %s, %s, 'queued', 0,
-                COALESCE(
-                    CAST(%s AS integer),
-                    (SELECT max_attempts FROM jobs_jobsconfig
-                     WHERE id = {JobsConfig.SINGLETON_ID}
-                       AND max_attempts BETWEEN {_ATTEMPTS[0]} AND {_ATTEMPTS[1]}),
-                    %s),
+                COALESCE(CAST(%s AS integer), ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
                 %s, %s, NULL, '', %s, %s, NULL)
         ON CONFLICT DO NOTHING
         RETURNING id
@@ -150,6 +152,15 @@ class Store:
         with self.connection.cursor() as cursor:
             cursor.execute(self.INSERT_SQL, params)
             return cursor.fetchone() is not None
+
+    def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
+        """Insert many queued rows, each unless its identity is held; the ids inserted.
+
+        Here one insert per row inside one transaction (one commit); vendors
+        with a bulk form override it.
+        """
+        with transaction.atomic(using=self.using):
+            return {row.id for row in rows if self.insert(row)}
 
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         """Claim up to `limit` ready rows of the kinds in `leases`, in `run_at` order.

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from jobs import log
 from jobs.models import Job
-from jobs.store.base import CLAIM_COLUMNS, Claim, Store
+from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store
 
 #: The channel runners LISTEN on.
 WAKEUP_CHANNEL = "jobs_wakeup"
@@ -32,6 +32,23 @@ WAKEUP_CHANNEL = "jobs_wakeup"
 INSERT_SQL = f"""
     WITH inserted AS ({Store.INSERT_SQL})
     SELECT id, pg_notify('{WAKEUP_CHANNEL}', '') FROM inserted
+"""
+
+#: Insert many queued rows from parallel arrays; a spec without its own budget
+#: takes the config row's, as in the single insert. Rows whose identity is
+#: held (by a live row, or by an earlier row of the same batch) are skipped.
+INSERT_MANY_SQL = f"""
+    INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
+                          run_at, deadline, lease_expires_at, last_error,
+                          created_at, updated_at, finished_at)
+    SELECT d.id, d.kind, d.key, d.payload, 'queued', 0,
+           COALESCE(d.max_attempts, ({Store.CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
+           d.run_at, d.deadline, NULL, '', %s, %s, NULL
+    FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::integer[],
+                %s::timestamptz[], %s::timestamptz[])
+         AS d(id, kind, key, payload, max_attempts, run_at, deadline)
+    ON CONFLICT DO NOTHING
+    RETURNING id
 """
 
 #: Wake the listeners when the current transaction commits.
@@ -98,6 +115,28 @@ class PostgreSQLStore(Store):
     def notify(self, payload: str = "") -> None:
         with self.connection.cursor() as cursor:
             cursor.execute(NOTIFY_SQL, [payload])
+
+    def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
+        if not rows:
+            return set()
+        params: list[Any] = [
+            rows[0].default_max_attempts,
+            rows[0].now,
+            rows[0].now,
+            [row.id for row in rows],
+            [row.kind for row in rows],
+            [row.key for row in rows],
+            [Jsonb(row.payload) for row in rows],
+            [row.max_attempts for row in rows],
+            [row.run_at for row in rows],
+            [row.deadline for row in rows],
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.execute(INSERT_MANY_SQL, params)
+            inserted = {row[0] for row in cursor.fetchall()}
+            if inserted:
+                cursor.execute(NOTIFY_SQL, [""])
+        return inserted
 
     def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
         if not done:
