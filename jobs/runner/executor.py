@@ -14,6 +14,7 @@ import json
 import logging
 import threading
 import traceback
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -113,22 +114,30 @@ class Executor:
         try:
             won = self.store.complete_many([(a.job, d.result) for a, d in batch], now)
         except Exception as error:
-            for attempt, _ in batch:
-                log.event(
-                    "job_settle_failed",
-                    logging.ERROR,
-                    outcome="failure",
-                    **_ids(attempt.job),
-                    error=repr(error),
-                )
-            if isinstance(error, DatabaseError):
-                connections[self.store.using].close_if_unusable_or_obsolete()
+            self.settle_failed(batch, error)
             return
+        self.report_done(batch, won)
+
+    def report_done(self, batch: list[tuple[Attempt, Done]], won: set[uuid.UUID]) -> None:
+        """Log each settled `Done`, and each that lost its row to a newer claim."""
         for attempt, _ in batch:
             if attempt.job.id in won:
                 log.event("job_done", logging.DEBUG, outcome="done", **_ids(attempt.job))
             else:
                 self.lost(attempt.job, "done")
+
+    def settle_failed(self, batch: list[tuple[Attempt, Done]], error: Exception) -> None:
+        """A batch settle failed: the rows stay running until their leases expire."""
+        for attempt, _ in batch:
+            log.event(
+                "job_settle_failed",
+                logging.ERROR,
+                outcome="failure",
+                **_ids(attempt.job),
+                error=repr(error),
+            )
+        if isinstance(error, DatabaseError):
+            connections[self.store.using].close_if_unusable_or_obsolete()
 
     def time_out(self, attempt: Attempt, now: datetime) -> bool:
         """Settle an overrunning attempt as a timed-out retry; False if it had settled."""

@@ -209,16 +209,25 @@ class Runner:
         Returns how many rows were claimed and how many slots were free.
         """
         now = self.clock()
-        self._settle_completed(now)
         settings = self._refresh()
         self._reap(now)
-        self.presence.beat(len(self.in_flight()), settings.max_concurrent)
-        free = settings.max_concurrent - len(self.in_flight())
-        if free <= 0:
-            self.passes += 1
-            return 0, 0
+        batch = self._take_completed()
+        running = len(self.in_flight()) - len(batch)
+        self.presence.beat(running, settings.max_concurrent)
+        free = max(0, settings.max_concurrent - running)
         budgets = {handler.kind: handler.lease() or settings.lease for handler in self.registry}
-        claims = self.store.claim(now, {kind: lease_for(b) for kind, b in budgets.items()}, free)
+        leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
+        try:
+            won, claims = self.store.settle_and_claim(
+                [(attempt.job, done.result) for attempt, done in batch], now, leases, free
+            )
+        except Exception as error:
+            self.executor.settle_failed(batch, error)
+            raise
+        finally:
+            for attempt, _ in batch:
+                self._release(attempt)
+        self.executor.report_done(batch, won)
         for claim in claims:
             job = claim.job
             handler = self.registry.get(job.kind)
@@ -258,11 +267,15 @@ class Runner:
         self._completed.append((attempt, outcome))
         self.doorbell.set()
 
-    def _settle_completed(self, now: datetime) -> None:
-        """Settle every queued `Done` in one batch, then free their slots."""
+    def _take_completed(self) -> list[tuple[Attempt, Done]]:
         batch = []
         while self._completed:
             batch.append(self._completed.popleft())
+        return batch
+
+    def _settle_completed(self, now: datetime) -> None:
+        """Settle every queued `Done` in one batch, then free their slots."""
+        batch = self._take_completed()
         if not batch:
             return
         try:

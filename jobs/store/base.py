@@ -204,6 +204,18 @@ class Store:
                     won.add(job.id)
         return won
 
+    def settle_and_claim(
+        self,
+        done: Sequence[tuple[Job, Any]],
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+    ) -> tuple[set[uuid.UUID], list[Claim]]:
+        """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
+        trips as the vendor allows. Returns the settled ids and the claims."""
+        won = self.complete_many(done, now) if done else set()
+        return won, self.claim(now, leases, limit)
+
     def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
         """Back to `queued` at `run_at`, keeping the attempt count."""
         return bool(

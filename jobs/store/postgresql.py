@@ -108,6 +108,51 @@ CLAIM_SQL = f"""
 """
 
 
+#: A runner's whole pass in one statement and one commit: settle the attempts
+#: that ended Done (each fenced on its own claim, as COMPLETE_MANY_SQL), then
+#: claim up to N ready rows (as CLAIM_SQL, never one being settled here).
+#: Rows come back tagged: 'settled' with only an id, or 'claimed' with the
+#: claim's columns and the state the row was in before.
+SETTLE_AND_CLAIM_SQL = f"""
+    WITH settled AS (
+        UPDATE jobs_job AS j
+        SET state = 'done', lease_expires_at = NULL, finished_at = %(now)s,
+            updated_at = %(now)s, result = d.result
+        FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(leases)s::timestamptz[],
+                    %(results)s::jsonb[]) AS d(id, attempts, lease, result)
+        WHERE j.id = d.id AND j.state = 'running'
+          AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
+        RETURNING j.id
+    ),
+    ready AS MATERIALIZED (
+        SELECT id, state AS prior_state
+        FROM jobs_job
+        WHERE state IN ('queued', 'running')
+          AND run_at <= %(now)s
+          AND kind = ANY(%(kinds)s)
+          AND (state = 'queued' OR lease_expires_at <= %(now)s)
+          AND id <> ALL(%(ids)s::uuid[])
+        ORDER BY run_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE jobs_job AS j
+        SET state = 'running',
+            attempts = j.attempts + 1,
+            lease_expires_at = lease.expires,
+            started_at = %(now)s,
+            updated_at = %(now)s
+        FROM ready, unnest(%(kinds)s::text[], %(expires)s::timestamptz[]) AS lease(kind, expires)
+        WHERE j.id = ready.id AND lease.kind = j.kind
+        RETURNING {_RETURNING}, ready.prior_state
+    )
+    SELECT 'claimed' AS tag, claimed.* FROM claimed
+    UNION ALL
+    SELECT 'settled', settled.id, {", ".join(["NULL"] * len(CLAIM_COLUMNS))} FROM settled
+"""
+
+
 class PostgreSQLStore(Store):
     INSERT_SQL = INSERT_SQL
     wakes_other_processes = True
@@ -180,6 +225,38 @@ class PostgreSQLStore(Store):
                 )
                 stopping.wait(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+
+    def settle_and_claim(
+        self,
+        done: Sequence[tuple[Job, Any]],
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+    ) -> tuple[set[uuid.UUID], list[Claim]]:
+        if not done or limit < 1 or not leases:
+            return super().settle_and_claim(done, now, leases, limit)
+        kinds = list(leases)
+        params: dict[str, Any] = {
+            "now": now,
+            "ids": [job.id for job, _ in done],
+            "attempts": [job.attempts for job, _ in done],
+            "leases": [job.lease_expires_at for job, _ in done],
+            "results": [None if result is None else Jsonb(result) for _, result in done],
+            "kinds": kinds,
+            "expires": [now + leases[kind] for kind in kinds],
+            "limit": limit,
+        }
+        with self.connection.cursor() as cursor:
+            cursor.execute(SETTLE_AND_CLAIM_SQL, params)
+            rows = cursor.fetchall()
+        won = {row[1] for row in rows if row[0] == "settled"}
+        claims = [
+            Claim(self.job_from_row(row[1:-1]), row[-1] == "running")
+            for row in rows
+            if row[0] == "claimed"
+        ]
+        claims.sort(key=lambda claim: claim.job.run_at)
+        return won, claims
 
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
