@@ -62,7 +62,7 @@ COMPLETE_MANY_SQL = """
         result = d.result
     FROM unnest(%s::uuid[], %s::integer[], %s::timestamptz[], %s::jsonb[])
          AS d(id, attempts, lease, result)
-    WHERE j.id = d.id AND j.state = 'running'
+    WHERE j.id = ANY(%s::uuid[]) AND j.id = d.id
       AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
     RETURNING j.id
 """
@@ -76,6 +76,20 @@ LISTEN_TICK_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 5.0
 
 _RETURNING = ", ".join(f'j."{column}"' for column in CLAIM_COLUMNS)
+
+# Every statement that updates rows named by a list finds them through the
+# primary key (`id = ANY(array)`), never a join or a partial index the planner
+# could scan whole when its statistics lag a burst of new rows. So the batch
+# settles fence on the lease alone, with the attempt number: only a running
+# row has a lease (every settle clears it, every claim writes a new one), so
+# `lease_expires_at = <the claim's lease>` already means "still running under
+# this claim", and leaving `state = 'running'` out keeps the ready index, which
+# that condition would make eligible, out of the plan.
+_LEASE_OF_KIND = (
+    "(SELECT lease.expires FROM unnest(%(kinds)s::text[], %(expires)s::timestamptz[])"
+    " AS lease(kind, expires) WHERE lease.kind = j.kind)"
+)
+_PRIOR_STATE = "(SELECT ready.prior_state FROM ready WHERE ready.id = j.id)"
 
 #: Lock up to N ready rows (skipping rows another claim holds), then move them
 #: to running, count the attempt and write each kind's lease, reporting what
@@ -99,12 +113,11 @@ CLAIM_SQL = f"""
     UPDATE jobs_job AS j
     SET state = 'running',
         attempts = j.attempts + 1,
-        lease_expires_at = lease.expires,
+        lease_expires_at = {_LEASE_OF_KIND},
         started_at = %(now)s,
         updated_at = %(now)s
-    FROM ready, unnest(%(kinds)s::text[], %(expires)s::timestamptz[]) AS lease(kind, expires)
-    WHERE j.id = ready.id AND lease.kind = j.kind
-    RETURNING {_RETURNING}, ready.prior_state
+    WHERE j.id = ANY(ARRAY(SELECT id FROM ready))
+    RETURNING {_RETURNING}, {_PRIOR_STATE}
 """
 
 
@@ -120,7 +133,7 @@ SETTLE_AND_CLAIM_SQL = f"""
             updated_at = %(now)s, result = d.result
         FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(leases)s::timestamptz[],
                     %(results)s::jsonb[]) AS d(id, attempts, lease, result)
-        WHERE j.id = d.id AND j.state = 'running'
+        WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = d.id
           AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
         RETURNING j.id
     ),
@@ -140,12 +153,11 @@ SETTLE_AND_CLAIM_SQL = f"""
         UPDATE jobs_job AS j
         SET state = 'running',
             attempts = j.attempts + 1,
-            lease_expires_at = lease.expires,
+            lease_expires_at = {_LEASE_OF_KIND},
             started_at = %(now)s,
             updated_at = %(now)s
-        FROM ready, unnest(%(kinds)s::text[], %(expires)s::timestamptz[]) AS lease(kind, expires)
-        WHERE j.id = ready.id AND lease.kind = j.kind
-        RETURNING {_RETURNING}, ready.prior_state
+        WHERE j.id = ANY(ARRAY(SELECT id FROM ready))
+        RETURNING {_RETURNING}, {_PRIOR_STATE}
     )
     SELECT 'claimed' AS tag, claimed.* FROM claimed
     UNION ALL
@@ -193,6 +205,7 @@ class PostgreSQLStore(Store):
             [job.attempts for job, _ in done],
             [job.lease_expires_at for job, _ in done],
             [None if result is None else Jsonb(result) for _, result in done],
+            [job.id for job, _ in done],
         ]
         with self.connection.cursor() as cursor:
             cursor.execute(COMPLETE_MANY_SQL, params)
