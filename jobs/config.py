@@ -4,9 +4,10 @@ The `JobsConfig` row is the truth. It is created on first use from
 `settings.JOBS` (which `JOBS_*` environment variables fill) over the defaults
 below; afterwards an operator edits it in the admin and every key reloads
 without a restart, each at its own grain (said on each field). A runner reads
-the row on every pass and at least once a second while idle, so a saved change
-reaches it within a second; SIGHUP, or a save in its own process, reaches it at
-once. A row it cannot use is logged and the last good config stays in force.
+the row at least once a second, busy or idle, so a saved change reaches it
+within a second; SIGHUP, a save in its own process, or (on PostgreSQL) a save
+anywhere reaches it at once. A row it cannot use is logged and the last good
+config stays in force.
 
 There is deliberately no `enabled` key: the runner is how the project finishes
 work it has already promised somebody, so switching it off would strand that
