@@ -54,19 +54,6 @@ INSERT_MANY_SQL = f"""
 #: Wake the listeners when the current transaction commits.
 NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', %s)"
 
-#: Settle a batch of attempts `done`, each fenced on its own claim (id,
-#: running, attempt number, lease): one statement and one commit for all.
-COMPLETE_MANY_SQL = """
-    UPDATE jobs_job AS j
-    SET state = 'done', lease_expires_at = NULL, finished_at = %s, updated_at = %s,
-        result = d.result
-    FROM unnest(%s::uuid[], %s::integer[], %s::timestamptz[], %s::jsonb[])
-         AS d(id, attempts, lease, result)
-    WHERE j.id = ANY(%s::uuid[]) AND j.id = d.id
-      AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
-    RETURNING j.id
-"""
-
 #: Subscribe a connection to the channel.
 LISTEN_SQL = f"LISTEN {WAKEUP_CHANNEL}"
 
@@ -91,25 +78,40 @@ _LEASE_OF_KIND = (
 )
 _PRIOR_STATE = "(SELECT ready.prior_state FROM ready WHERE ready.id = j.id)"
 
-#: Lock up to N ready rows (skipping rows another claim holds), then move them
-#: to running, count the attempt and write each kind's lease, reporting what
-#: state each row was in before. The CTE is MATERIALIZED so the locking
-#: SELECT runs exactly once: as a subquery the planner may rescan it inside
-#: a join, and each rescan can lock and return more rows than LIMIT. The
-#: range on run_at serves both kinds of ready row from the jobs_job_ready
-#: index: a running row's run_at is in the past too.
-CLAIM_SQL = f"""
-    WITH ready AS MATERIALIZED (
-        SELECT id, state AS prior_state
-        FROM jobs_job
-        WHERE state IN ('queued', 'running')
-          AND run_at <= %(now)s
-          AND kind = ANY(%(kinds)s)
-          AND (state = 'queued' OR lease_expires_at <= %(now)s)
-        ORDER BY run_at
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    )
+#: Settle a batch of attempts `done`, each fenced on its own claim (attempt
+#: number and lease), keeping each one's result: one statement for all.
+_SETTLE = """
+    UPDATE jobs_job AS j
+    SET state = 'done', lease_expires_at = NULL, finished_at = %(now)s,
+        updated_at = %(now)s, result = d.result
+    FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(leases)s::timestamptz[],
+                %(results)s::jsonb[]) AS d(id, attempts, lease, result)
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = d.id
+      AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
+    RETURNING j.id
+"""
+
+#: Lock up to N ready rows, skipping rows another claim holds, oldest run_at
+#: first. The range on run_at serves both kinds of ready row from the
+#: jobs_job_ready index: a running row's run_at is in the past too. Used as a
+#: MATERIALIZED CTE so it runs exactly once: as a subquery the planner may
+#: rescan it inside a join, and each rescan can lock more rows than LIMIT.
+_READY = """
+    SELECT id, state AS prior_state
+    FROM jobs_job
+    WHERE state IN ('queued', 'running')
+      AND run_at <= %(now)s
+      AND kind = ANY(%(kinds)s)
+      AND (state = 'queued' OR lease_expires_at <= %(now)s)
+      {also}
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+#: Move the locked rows to running, count the attempt and write each kind's
+#: lease, reporting what state each row was in before.
+_CLAIM = f"""
     UPDATE jobs_job AS j
     SET state = 'running',
         attempts = j.attempts + 1,
@@ -120,45 +122,18 @@ CLAIM_SQL = f"""
     RETURNING {_RETURNING}, {_PRIOR_STATE}
 """
 
+COMPLETE_MANY_SQL = _SETTLE
+
+CLAIM_SQL = f"WITH ready AS MATERIALIZED ({_READY.format(also='')}) {_CLAIM}"
 
 #: A runner's whole pass in one statement and one commit: settle the attempts
-#: that ended Done (each fenced on its own claim, as COMPLETE_MANY_SQL), then
-#: claim up to N ready rows (as CLAIM_SQL, never one being settled here).
-#: Rows come back tagged: 'settled' with only an id, or 'claimed' with the
-#: claim's columns and the state the row was in before.
+#: that ended Done, then claim up to N ready rows, never one being settled
+#: here. Rows come back tagged: 'settled' with only an id, or 'claimed' with
+#: the claim's columns and the state the row was in before.
 SETTLE_AND_CLAIM_SQL = f"""
-    WITH settled AS (
-        UPDATE jobs_job AS j
-        SET state = 'done', lease_expires_at = NULL, finished_at = %(now)s,
-            updated_at = %(now)s, result = d.result
-        FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(leases)s::timestamptz[],
-                    %(results)s::jsonb[]) AS d(id, attempts, lease, result)
-        WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = d.id
-          AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
-        RETURNING j.id
-    ),
-    ready AS MATERIALIZED (
-        SELECT id, state AS prior_state
-        FROM jobs_job
-        WHERE state IN ('queued', 'running')
-          AND run_at <= %(now)s
-          AND kind = ANY(%(kinds)s)
-          AND (state = 'queued' OR lease_expires_at <= %(now)s)
-          AND id <> ALL(%(ids)s::uuid[])
-        ORDER BY run_at
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ),
-    claimed AS (
-        UPDATE jobs_job AS j
-        SET state = 'running',
-            attempts = j.attempts + 1,
-            lease_expires_at = {_LEASE_OF_KIND},
-            started_at = %(now)s,
-            updated_at = %(now)s
-        WHERE j.id = ANY(ARRAY(SELECT id FROM ready))
-        RETURNING {_RETURNING}, {_PRIOR_STATE}
-    )
+    WITH settled AS ({_SETTLE}),
+    ready AS MATERIALIZED ({_READY.format(also="AND id <> ALL(%(ids)s::uuid[])")}),
+    claimed AS ({_CLAIM})
     SELECT 'claimed' AS tag, claimed.* FROM claimed
     UNION ALL
     SELECT 'settled', settled.id, {", ".join(["NULL"] * len(CLAIM_COLUMNS))} FROM settled
@@ -198,17 +173,8 @@ class PostgreSQLStore(Store):
     def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
         if not done:
             return set()
-        params: list[Any] = [
-            now,
-            now,
-            [job.id for job, _ in done],
-            [job.attempts for job, _ in done],
-            [job.lease_expires_at for job, _ in done],
-            [None if result is None else Jsonb(result) for _, result in done],
-            [job.id for job, _ in done],
-        ]
         with self.connection.cursor() as cursor:
-            cursor.execute(COMPLETE_MANY_SQL, params)
+            cursor.execute(COMPLETE_MANY_SQL, {"now": now, **_settle_params(done)})
             return {row[0] for row in cursor.fetchall()}
 
     def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
@@ -251,10 +217,7 @@ class PostgreSQLStore(Store):
         kinds = list(leases)
         params: dict[str, Any] = {
             "now": now,
-            "ids": [job.id for job, _ in done],
-            "attempts": [job.attempts for job, _ in done],
-            "leases": [job.lease_expires_at for job, _ in done],
-            "results": [None if result is None else Jsonb(result) for _, result in done],
+            **_settle_params(done),
             "kinds": kinds,
             "expires": [now + leases[kind] for kind in kinds],
             "limit": limit,
@@ -287,3 +250,13 @@ class PostgreSQLStore(Store):
         claims = [Claim(self.job_from_row(row[:-1]), row[-1] == "running") for row in rows]
         claims.sort(key=lambda claim: claim.job.run_at)
         return claims
+
+
+def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
+    """The parallel arrays `_SETTLE` reads: each attempt's fence and result."""
+    return {
+        "ids": [job.id for job, _ in done],
+        "attempts": [job.attempts for job, _ in done],
+        "leases": [job.lease_expires_at for job, _ in done],
+        "results": [None if result is None else Jsonb(result) for _, result in done],
+    }
