@@ -15,6 +15,7 @@ import collections
 import logging
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -113,6 +114,21 @@ class Runner:
             except (DatabaseError, InterfaceError) as error:
                 log.event("runner_database_error", logging.ERROR, outcome="failure", error=error)
                 connections[self.using].close()
+                self.doorbell.wait(self._current.poll_interval.total_seconds())
+                continue
+            except Exception as error:
+                # A bug, or something in a row nobody foresaw: log it and keep
+                # the loop alive, so the runner goes on serving the other rows
+                # rather than exit. A burst (tests, scripts) reports it.
+                log.event(
+                    "runner_pass_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    error=repr(error),
+                    traceback=traceback.format_exc(),
+                )
+                if burst:
+                    raise
                 self.doorbell.wait(self._current.poll_interval.total_seconds())
                 continue
             if burst and not claimed and not self.in_flight():
