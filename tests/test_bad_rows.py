@@ -371,3 +371,36 @@ def test_an_unforeseen_error_in_a_pass_is_logged_and_the_runner_keeps_serving(
     failures = [r for r in caplog.records if getattr(r, "event", None) == "runner_pass_failed"]
     assert len(failures) == 1, "the failed pass is logged once"
     assert "something nobody foresaw" in failures[0].getMessage(), "with its error"
+
+
+@pytest.mark.parametrize(
+    "lease",
+    [
+        pytest.param(timedelta.max, id="past-year-9999"),
+        pytest.param(timedelta(seconds=-1), id="negative"),
+        pytest.param(300, id="not-a-timedelta"),
+    ],
+)
+def test_a_handler_whose_lease_is_absurd_runs_under_the_configured_lease(
+    registry, make_runner, caplog, lease
+):
+    """One handler's bad `lease()` must not fail the claim for every kind."""
+
+    class AbsurdLease(Recording):
+        kind = "test.absurd_lease"
+
+        def lease(self) -> Any:
+            return lease
+
+    registry.register(AbsurdLease)
+    registry.register(Recording)
+    assert enqueue(JobSpec.now(AbsurdLease.kind, "k"))
+    queue("other")
+    make_runner(registry=registry).drain()
+
+    assert Job.objects.get(kind=AbsurdLease.kind).state == State.DONE, (
+        "its job runs under the configured lease"
+    )
+    assert Job.objects.get(key="other").state == State.DONE, "and so do other kinds' jobs"
+    invalid = [r for r in caplog.records if getattr(r, "event", None) == "handler_lease_invalid"]
+    assert invalid, "the bad lease is logged"
