@@ -3,7 +3,10 @@
 Everything a deployment changes comes from a variable: `DATABASE_URL` (SQLite in
 the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, and the
 queue's seven `JOBS_*` keys (see `jobs.config`), and the orders example's
-`ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`.
+`ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`. With `DEBUG=False` the
+HTTPS settings (`SECURE_SSL_REDIRECT`, `SECURE_HSTS_*`, `SESSION_COOKIE_SECURE`,
+`CSRF_COOKIE_SECURE`) default to their secure values, so `check --deploy` is
+clean; each may be overridden by its own variable (README, "Configure").
 """
 
 import os
@@ -22,6 +25,22 @@ DEBUG = env("DEBUG")
 # A development key is only acceptable while DEBUG is on; production must say.
 SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key" if DEBUG else environ.Env.NOTSET)
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+
+# HTTPS hardening. Each defaults to the secure value when DEBUG is off (what
+# `manage.py check --deploy` asks for) and to plain HTTP while developing; each
+# may be set from its own variable, e.g. SECURE_SSL_REDIRECT=False behind a
+# proxy that already redirects. SECURE_PROXY_SSL_HEADER is only for a proxy that
+# sets that header itself: `SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https`.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+# A year of HSTS, subdomains included, once DEBUG is off; 0 (off) while developing.
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
+if "SECURE_PROXY_SSL_HEADER" in os.environ:
+    SECURE_PROXY_SSL_HEADER = tuple(env.list("SECURE_PROXY_SSL_HEADER"))
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -38,6 +39,23 @@ from jobs.stats import Stats, collect, kinds_without_runner
 
 #: Where a verb writes its lines (the command's `self.stdout.write`).
 Write = Callable[[str], None]
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control and format character written as its escape.
+
+    Kinds, keys, payloads and errors come from callers, handlers and upstream
+    services; printed raw, an escape sequence in one (`\\x1b[2J`, a carriage
+    return, a right-to-left override) would be obeyed by the operator's
+    terminal instead of shown. Newlines and tabs are kept.
+    """
+    return "".join(
+        char
+        if char in "\n\t" or unicodedata.category(char) not in ("Cc", "Cf")
+        else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
 
 #: Everything asked for was done.
 OK = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -17,10 +17,14 @@ from django.utils import timezone
 #: Column widths, shared with the model so the check and the schema agree.
 KIND_MAX_LENGTH = 100
 KEY_MAX_LENGTH = 255
-#: A payload names its subject; it is not a place for the subject's data. A
-#: megabyte of JSON is far past any identity and still well within what every
-#: supported database stores in one column without trouble.
+#: The largest payload `enqueue` accepts: 1 MiB (1,048,576 bytes) of its JSON
+#: text as `json.dumps` writes it (non-ASCII characters count as their
+#: `\uXXXX` escapes). A payload names its subject; it is not a place for the
+#: subject's data. A megabyte of JSON is far past any identity and still well
+#: within what every supported database stores in one column without trouble.
 PAYLOAD_MAX_BYTES = 1024 * 1024
+#: The largest `max_attempts` the column holds (a 32-bit integer on PostgreSQL).
+MAX_ATTEMPTS_LIMIT = 2**31 - 1
 
 
 class InvalidJobSpec(ValueError):
@@ -32,7 +36,9 @@ class JobSpec:
     """One job to queue.
 
     `payload` should hold the *identity* of the subject (an order id), never a
-    snapshot of its state: a snapshot is stale by the time a retry runs.
+    snapshot of its state: a snapshot is stale by the time a retry runs. It
+    must be a JSON object of at most `PAYLOAD_MAX_BYTES` (1 MiB) of JSON text;
+    `enqueue` refuses a larger one with `InvalidJobSpec`, writing nothing.
     """
 
     #: Which handler runs it.
@@ -87,6 +93,13 @@ class JobSpec:
             )
         if "\\u0000" in text:
             raise InvalidJobSpec("payload contains a NUL character, which PostgreSQL cannot store")
+        try:
+            json.dumps(self.payload, ensure_ascii=False).encode()
+        except UnicodeEncodeError as error:
+            raise InvalidJobSpec(
+                "payload contains a lone surrogate, which is not text PostgreSQL can store: "
+                f"{error}"
+            ) from error
         if json.loads(text) != self.payload:
             # Non-string keys become strings and tuples become lists: the
             # handler would read back something other than what was queued.
@@ -110,6 +123,13 @@ class JobSpec:
                 raise InvalidJobSpec(
                     f"{name} contains a NUL character, which PostgreSQL cannot store"
                 )
+            try:
+                value.encode()
+            except UnicodeEncodeError as error:
+                raise InvalidJobSpec(
+                    f"{name} contains a lone surrogate, which is not text a database can "
+                    f"store: {error}"
+                ) from error
         for name, moment in (("run_at", self.run_at), ("deadline", self.deadline)):
             if moment is None and name == "deadline":
                 continue
@@ -119,6 +139,15 @@ class JobSpec:
                 raise InvalidJobSpec(
                     f"{name} must be timezone-aware; a naive datetime is ambiguous ({moment})"
                 )
+            try:
+                moment.astimezone(UTC)
+            except OverflowError as error:
+                # 0001-01-01 at +05:00 is still year 0 in UTC, which no
+                # datetime (and so no row read back) can hold.
+                raise InvalidJobSpec(
+                    f"{name} {moment.isoformat()} is outside the years 1 to 9999 in UTC, "
+                    "which is all a datetime can hold"
+                ) from error
         if self.deadline is not None and self.deadline < self.run_at:
             raise InvalidJobSpec(
                 f"deadline {self.deadline.isoformat()} is before run_at {self.run_at.isoformat()}"
@@ -126,9 +155,10 @@ class JobSpec:
         if self.max_attempts is not None and (
             isinstance(self.max_attempts, bool)
             or not isinstance(self.max_attempts, int)
-            or self.max_attempts < 1
+            or not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT
         ):
             raise InvalidJobSpec(
-                f"max_attempts must be a positive integer, got {self.max_attempts!r}"
+                f"max_attempts must be a positive integer no larger than {MAX_ATTEMPTS_LIMIT}, "
+                f"got {self.max_attempts!r}"
             )
         self.encoded_payload()

@@ -5,6 +5,7 @@ in-process wake-up."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import uuid
@@ -22,6 +23,7 @@ from jobs.config import JobsSettings
 from jobs.models import Job, State
 from jobs.queue import wakeup
 from jobs.runner import Runner
+from jobs.spec import PAYLOAD_MAX_BYTES
 from jobs.store.base import Store
 from tests.jobapp.models import Execution
 
@@ -360,6 +362,16 @@ BAD_SPECS = [
     pytest.param(spec(payload={"s": "\x00"}), id="nul-in-payload"),
     # JSON keys are strings: {1: "a"} would be queued as {"1": "a"}.
     pytest.param(spec(payload={1: "a"}), id="payload-with-an-int-key"),
+    # PostgreSQL refuses a lone surrogate and a budget past its 32-bit column;
+    # a database error there would break the caller's transaction.
+    pytest.param(spec(key="k\ud800"), id="lone-surrogate-in-key"),
+    pytest.param(spec(payload={"s": "\udfff"}), id="lone-surrogate-in-payload"),
+    pytest.param(spec(max_attempts=2**31), id="max-attempts-past-the-column"),
+    # Year 1 at +05:00 is before year 1 in UTC: no datetime can hold it.
+    pytest.param(
+        spec(run_at=datetime(1, 1, 1, 1, 0, tzinfo=tz(timedelta(hours=5)))),
+        id="run-at-before-year-1-in-utc",
+    ),
 ]
 
 
@@ -370,6 +382,35 @@ def test_every_kind_of_bad_input_raises_invalid_job_spec_and_writes_no_row(bad):
     with pytest.raises(InvalidJobSpec):
         enqueue(bad)
     assert Job.objects.count() == 1, "a refused spec leaves no row behind"
+
+
+@pytest.mark.django_db
+def test_a_payload_of_exactly_the_limit_is_queued_whole_and_one_byte_more_writes_nothing():
+    overhead = len(json.dumps({"p": ""}))
+    at_limit = {"p": "x" * (PAYLOAD_MAX_BYTES - overhead)}
+    assert len(json.dumps(at_limit).encode()) == PAYLOAD_MAX_BYTES, "the payload is at the limit"
+    assert enqueue(JobSpec.now("orders.ship", "at-limit").with_payload(at_limit)), (
+        "a payload of exactly PAYLOAD_MAX_BYTES is queued"
+    )
+    assert Job.objects.get(key="at-limit").payload == at_limit, "and stored whole"
+    over = {"p": at_limit["p"] + "x"}
+    with pytest.raises(InvalidJobSpec, match=f"the limit is {PAYLOAD_MAX_BYTES}"):
+        enqueue(JobSpec.now("orders.ship", "over").with_payload(over))
+    assert not Job.objects.filter(key="over").exists(), "one byte more is refused, writing nothing"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param(datetime.min.replace(tzinfo=UTC), id="year-1"),
+        pytest.param(datetime.max.replace(tzinfo=UTC), id="end-of-year-9999"),
+    ],
+)
+def test_the_earliest_and_latest_instants_a_datetime_holds_round_trip(moment):
+    assert enqueue(JobSpec("orders.ship", "k", run_at=moment, deadline=moment)), "it is queued"
+    job = Job.objects.get(key="k")
+    assert (job.run_at, job.deadline) == (moment, moment), "run_at and deadline come back exact"
 
 
 # -- the in-process wake-up ---------------------------------------------------------

@@ -16,7 +16,7 @@ import threading
 import traceback
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
@@ -54,6 +54,8 @@ class Attempt:
     ) -> None:
         self.job: Job = claim.job
         self.reclaimed = claim.reclaimed
+        #: Why the row cannot be handed to its handler (see `Claim.unusable`).
+        self.unusable = claim.unusable
         self.handler = handler
         self.settings = settings
         self.budget = budget
@@ -88,7 +90,7 @@ class Executor:
 
     def execute(self, attempt: Attempt) -> None:
         """Run `attempt` to its settle; called on a worker thread."""
-        refusal = self.refusal(attempt.job, self.clock())
+        refusal = attempt.unusable or self.refusal(attempt.job, self.clock())
         if refusal is not None:
             if attempt.take():
                 self.guarded(self.retire, attempt, refusal, self.clock())
@@ -193,6 +195,10 @@ class Executor:
                     f"{type(handler).__name__}.run returned a Done "
                     f"whose result is not JSON: {error}"
                 )
+        if isinstance(result, Reschedule) and not isinstance(result.delay, timedelta):
+            return Retry(
+                f"{type(handler).__name__}.run returned {result!r}, whose delay is not a timedelta"
+            )
         if isinstance(result, (Done, Retry, Failed, Reschedule)):
             return result
         return Retry(
@@ -212,8 +218,15 @@ class Executor:
         elif isinstance(outcome, Failed):
             self.retire(attempt, outcome.reason, now)
         else:
-            run_at = now + outcome.delay
-            if self.store.reschedule(job, now, run_at):
+            run_at = _after(now, outcome.delay)
+            if run_at is None:
+                self.retire(
+                    attempt,
+                    f"Reschedule({outcome.delay!r}) puts the next run past the latest instant "
+                    f"a date can hold ({_LATEST.isoformat()})",
+                    now,
+                )
+            elif self.store.reschedule(job, now, run_at):
                 log.event(
                     "job_rescheduled",
                     outcome="reschedule",
@@ -232,9 +245,18 @@ class Executor:
                 now,
             )
             return
-        run_at = now + retry_delay(
-            job.attempts, settings.retry_base_seconds, settings.retry_max_seconds
+        run_at = _after(
+            now,
+            retry_delay(job.attempts, settings.retry_base_seconds, settings.retry_max_seconds),
         )
+        if run_at is None:
+            self.retire(
+                attempt,
+                f"the next attempt would fall past the latest instant a date can hold "
+                f"({_LATEST.isoformat()}): {reason}",
+                now,
+            )
+            return
         if job.deadline is not None and run_at >= job.deadline:
             self.retire(
                 attempt,
@@ -352,6 +374,23 @@ async def _bounded(coroutine: object, budget: timedelta) -> object:
         if deadline.expired():
             raise BudgetExpired from None
         raise
+
+
+#: The latest instant a `datetime` can hold.
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def _after(moment: datetime, delay: timedelta) -> datetime | None:
+    """`moment + delay`, or None when that is past the latest instant a datetime holds.
+
+    Near year 9999 (a clock or a row far in the future) the sum overflows;
+    the caller retires the job with a reason rather than crash its settle and
+    leave the row to be claimed again and again.
+    """
+    try:
+        return moment + delay
+    except OverflowError:
+        return None
 
 
 def _ids(job: Job) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import collections
 import logging
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -26,7 +27,7 @@ from django.utils import timezone
 from jobs import config as jobs_config
 from jobs import log
 from jobs.config import CONFIG_NOTICE, JobsSettings
-from jobs.handlers import Done
+from jobs.handlers import Done, JobHandler
 from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
@@ -113,6 +114,21 @@ class Runner:
             except (DatabaseError, InterfaceError) as error:
                 log.event("runner_database_error", logging.ERROR, outcome="failure", error=error)
                 connections[self.using].close()
+                self.doorbell.wait(self._current.poll_interval.total_seconds())
+                continue
+            except Exception as error:
+                # A bug, or something in a row nobody foresaw: log it and keep
+                # the loop alive, so the runner goes on serving the other rows
+                # rather than exit. A burst (tests, scripts) reports it.
+                log.event(
+                    "runner_pass_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    error=repr(error),
+                    traceback=traceback.format_exc(),
+                )
+                if burst:
+                    raise
                 self.doorbell.wait(self._current.poll_interval.total_seconds())
                 continue
             if burst and not claimed and not self.in_flight():
@@ -215,7 +231,7 @@ class Runner:
         running = len(self.in_flight()) - len(batch)
         self.presence.beat(running, settings.max_concurrent)
         free = max(0, settings.max_concurrent - running)
-        budgets = {handler.kind: handler.lease() or settings.lease for handler in self.registry}
+        budgets = {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
             won, claims = self.store.settle_and_claim(
@@ -248,6 +264,32 @@ class Runner:
             self.pool.submit(attempt)
         self.passes += 1
         return len(claims), free
+
+    def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
+        """The handler's own attempt budget, or the configured one when it has none.
+
+        A `lease()` that is not a positive timedelta, or so long that the
+        lease written from it would pass year 9999, would fail every claim for
+        every kind; it is logged and the configured budget used instead.
+        """
+        try:
+            budget = handler.lease()
+            if budget is None:
+                return settings.lease
+            if not isinstance(budget, timedelta) or budget <= timedelta(0):
+                raise TypeError(f"not a positive timedelta: {budget!r}")
+            now + lease_for(budget)  # raises OverflowError past year 9999
+        except Exception as error:
+            log.event(
+                "handler_lease_invalid",
+                logging.ERROR,
+                outcome="failure",
+                kind=handler.kind,
+                error=repr(error),
+                using=f"lease_seconds ({settings.lease_seconds})",
+            )
+            return settings.lease
+        return budget
 
     def in_flight(self) -> list[Attempt]:
         with self._lock:

@@ -53,6 +53,10 @@ class Claim:
     #: True when the row was `running` under an expired lease: its previous
     #: runner vanished without settling.
     reclaimed: bool
+    #: Why the row cannot be handed to a handler as it is (a payload that is
+    #: not a JSON object, a column that does not decode, all written by hand
+    #: past `enqueue`), or None when it can. The runner retires such a claim.
+    unusable: str | None = None
 
 
 #: The columns a claim returns, in order; the vendor SQL lists the same.
@@ -73,6 +77,20 @@ CLAIM_COLUMNS = (
     "updated_at",
     "finished_at",
 )
+
+#: The claimed columns that hold a date and time.
+DATETIME_COLUMNS = (
+    "started_at",
+    "run_at",
+    "deadline",
+    "lease_expires_at",
+    "created_at",
+    "updated_at",
+    "finished_at",
+)
+
+#: How much of a value that cannot be used is quoted in the reason.
+_QUOTE_CHARS = 200
 
 
 class Store:
@@ -322,30 +340,86 @@ class Store:
         assert isinstance(field, Field), f"{column} is a concrete column"
         return field.get_db_prep_save(value, self.connection)
 
-    def job_from_row(self, row: Sequence[Any]) -> Job:
-        """A `Job` from a row in `CLAIM_COLUMNS` order, without another query."""
+    def claim_from_row(self, row: Sequence[Any], reclaimed: bool) -> Claim:
+        """A `Claim` from a row in `CLAIM_COLUMNS` order, without another query.
+
+        Never raises for what the row holds. The claim has already moved the
+        row to `running` and counted its attempt, so a row a handler cannot use
+        (a payload that is not a JSON object, a date that does not decode,
+        both only possible by writing the table by hand) must still come back
+        as a claim, marked `unusable`, for the runner to retire: an exception
+        here would lose every other row claimed in the same statement and
+        stop the runner, and the bad row would be claimed again and again.
+        """
         values = dict(zip(CLAIM_COLUMNS, row, strict=True))
-        payload = values["payload"]
-        if isinstance(payload, (str, bytes)):
-            values["payload"] = json.loads(payload)
+        problems: list[str] = []
         values["id"] = self.decode_uuid(values["id"])
-        for column in (
-            "started_at",
-            "run_at",
-            "deadline",
-            "lease_expires_at",
-            "created_at",
-            "updated_at",
-            "finished_at",
-        ):
-            values[column] = self.decode_datetime(values[column])
+        values["payload"], problem = self.decode_payload(values["payload"])
+        if problem is not None:
+            problems.append(problem)
+        for column in DATETIME_COLUMNS:
+            raw = values[column]
+            try:
+                values[column] = self.decode_datetime(raw)
+            except (TypeError, ValueError, OverflowError) as error:
+                values[column] = None
+                problems.append(f"{column} is not a date and time: {_quote(raw)} ({error})")
+            else:
+                if raw is not None and values[column] is None:
+                    problems.append(f"{column} is not a date and time: {_quote(raw)}")
+        for column in ("attempts", "max_attempts"):
+            if isinstance(values[column], bool) or not isinstance(values[column], int):
+                problems.append(f"{column} is not an integer: {_quote(values[column])}")
+                values[column] = 0
         job = Job(**values)
         job._state.adding = False
         job._state.db = self.using
-        return job
+        return Claim(job, reclaimed, "; ".join(problems) or None)
+
+    def job_from_row(self, row: Sequence[Any]) -> Job:
+        """A `Job` from a row in `CLAIM_COLUMNS` order (see `claim_from_row`)."""
+        return self.claim_from_row(row, reclaimed=False).job
+
+    @staticmethod
+    def decode_payload(value: Any) -> tuple[Any, str | None]:
+        """The payload column as Python, and why a handler cannot use it (or None).
+
+        Drivers hand JSON columns over as text (Django asks psycopg not to
+        decode them; SQLite has only text). Only a JSON object is a payload:
+        `enqueue` refuses anything else, so anything else was written by hand.
+        An undecodable value is kept as the text it is, for the admin to show.
+        """
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as error:
+                return (
+                    value,
+                    f"payload is not a JSON object: it is not valid JSON ({error}): "
+                    f"{_quote(value)}",
+                )
+        if not isinstance(value, dict):
+            kind = "null" if value is None else type(value).__name__
+            return value, f"payload is not a JSON object: it is a JSON {kind}: {_quote(value)}"
+        return value, None
 
     def decode_uuid(self, value: Any) -> uuid.UUID:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
     def decode_datetime(self, value: Any) -> datetime | None:
         return value  # type: ignore[no-any-return]  # drivers that return datetimes
+
+
+def in_run_at_order(claims: list[Claim]) -> list[Claim]:
+    """`claims` oldest `run_at` first; a claim whose `run_at` did not decode comes first."""
+    return sorted(claims, key=lambda claim: (claim.job.run_at is not None, claim.job.run_at or 0))
+
+
+def _quote(value: Any) -> str:
+    """`value` as an operator reads it in `last_error`, cut to a readable length."""
+    text = repr(value)
+    if len(text) > _QUOTE_CHARS:
+        text = text[:_QUOTE_CHARS] + f"... ({len(text)} characters)"
+    return text

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from jobs import log
 from jobs.models import Job
-from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store
+from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, in_run_at_order
 
 #: The channel runners LISTEN on.
 WAKEUP_CHANNEL = "jobs_wakeup"
@@ -227,12 +227,11 @@ class PostgreSQLStore(Store):
             rows = cursor.fetchall()
         won = {row[1] for row in rows if row[0] == "settled"}
         claims = [
-            Claim(self.job_from_row(row[1:-1]), row[-1] == "running")
+            self.claim_from_row(row[1:-1], row[-1] == "running")
             for row in rows
             if row[0] == "claimed"
         ]
-        claims.sort(key=lambda claim: claim.job.run_at)
-        return won, claims
+        return won, in_run_at_order(claims)
 
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
@@ -247,9 +246,8 @@ class PostgreSQLStore(Store):
         with self.connection.cursor() as cursor:
             cursor.execute(CLAIM_SQL, params)
             rows = cursor.fetchall()
-        claims = [Claim(self.job_from_row(row[:-1]), row[-1] == "running") for row in rows]
-        claims.sort(key=lambda claim: claim.job.run_at)
-        return claims
+        claims = [self.claim_from_row(row[:-1], row[-1] == "running") for row in rows]
+        return in_run_at_order(claims)
 
 
 def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:

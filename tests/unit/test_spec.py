@@ -12,7 +12,7 @@ import pytest
 from freezegun import freeze_time
 
 from jobs import InvalidJobSpec, JobSpec
-from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH, PAYLOAD_MAX_BYTES
+from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH, MAX_ATTEMPTS_LIMIT, PAYLOAD_MAX_BYTES
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -133,6 +133,11 @@ def test_a_spec_is_frozen(name):
         ),
         pytest.param(spec(max_attempts=1), id="max-attempts-one"),
         pytest.param(spec(max_attempts=1_000), id="max-attempts-large"),
+        pytest.param(spec(max_attempts=MAX_ATTEMPTS_LIMIT), id="max-attempts-at-the-column-limit"),
+        pytest.param(spec(run_at=datetime.min.replace(tzinfo=UTC)), id="run-at-in-year-1"),
+        pytest.param(
+            spec(deadline=datetime.max.replace(tzinfo=UTC)), id="deadline-at-the-end-of-year-9999"
+        ),
     ],
 )
 def test_a_valid_spec_passes_validation(valid):
@@ -188,6 +193,23 @@ REFUSED = [
     # handler reading payload[1] would fail on every attempt.
     pytest.param(spec(payload={1: "a"}), "payload", id="payload-with-an-int-key"),
     pytest.param(spec(payload={"outer": {None: 1}}), "payload", id="nested-payload-none-key"),
+    # A lone surrogate is not text: PostgreSQL refuses it in text and in jsonb.
+    pytest.param(spec(key="k\ud800"), "key", id="lone-surrogate-in-key"),
+    pytest.param(spec(kind="test\udfffkind"), "kind", id="lone-surrogate-in-kind"),
+    pytest.param(spec(payload={"note": "a\ud800"}), "payload", id="lone-surrogate-in-payload"),
+    # The column is a 32-bit integer on PostgreSQL; a larger budget would fail there.
+    pytest.param(spec(max_attempts=MAX_ATTEMPTS_LIMIT + 1), "max_attempts", id="max-attempts-huge"),
+    # Year 1 at +05:00 is year 0 in UTC, which no datetime can hold.
+    pytest.param(
+        spec(run_at=datetime(1, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=5)))),
+        "run_at",
+        id="run-at-before-year-1-in-utc",
+    ),
+    pytest.param(
+        spec(deadline=datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))),
+        "deadline",
+        id="deadline-after-year-9999-in-utc",
+    ),
 ]
 
 
@@ -201,3 +223,17 @@ def test_validate_refuses_a_spec_that_can_never_be_queued_naming_the_field(bad, 
 def test_an_invalid_spec_is_a_value_error():
     """Callers that already catch ValueError for bad input catch a bad spec too."""
     assert issubclass(InvalidJobSpec, ValueError), "InvalidJobSpec is a ValueError"
+
+
+def test_the_payload_limit_is_one_mebibyte_of_json_text():
+    """The limit the README and the docstring state is the one enforced."""
+    assert PAYLOAD_MAX_BYTES == 1024 * 1024, "the stated limit is 1 MiB"
+    assert "PAYLOAD_MAX_BYTES" in (JobSpec.__doc__ or ""), "JobSpec's docstring states it"
+
+
+def test_a_non_ascii_payload_is_measured_by_its_escaped_json_text():
+    """`é` is written `\\u00e9` (6 bytes), so the limit is on the text that is stored."""
+    overhead = len(json.dumps({"p": ""}))
+    just_over = {"p": "\u00e9" * ((PAYLOAD_MAX_BYTES - overhead) // 6 + 1)}
+    with pytest.raises(InvalidJobSpec, match="limit"):
+        spec(payload=just_over).validate()

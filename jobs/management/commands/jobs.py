@@ -124,7 +124,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        write, using, verb = self.stdout.write, options["database"], options["verb"]
+        using, verb = options["database"], options["verb"]
+
+        def write(text: str) -> None:
+            self.stdout.write(cli.terminal_safe(text))
+
         if verb == "list":
             status = cli.list_jobs(
                 write,
