@@ -33,13 +33,19 @@ from jobs.registry import Registry
 from jobs.registry import registry as default_registry
 from jobs.runner.executor import Attempt, Executor, lease_for
 from jobs.runner.maintenance import apply_config_change, recover_all
-from jobs.runner.pool import WorkerPool
+from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.store import for_database
 
 #: The longest an idle runner goes without re-reading the config row, unless
 #: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
 CONFIG_CHECK_SECONDS = 1.0
+
+#: Start-up against a database that does not answer yet (a deploy that starts
+#: workers before the database, a failover) waits and tries again, doubling
+#: the wait from the first to the last, rather than exiting with a traceback.
+STARTUP_RETRY_FIRST_SECONDS = 0.5
+STARTUP_RETRY_MAX_SECONDS = 5.0
 
 
 class Runner:
@@ -81,7 +87,13 @@ class Runner:
         self._config_generation = jobs_config.generation()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
-        self._current = self.settings()
+        try:
+            self._current = self.settings()
+        except (DatabaseError, InterfaceError):
+            # The database is not answering yet: start from the initial config;
+            # `run()` waits for the database and reads the row before claiming.
+            connections[self.using].close()
+            self._current = jobs_config.initial()
         self._config_check = float(
             getattr(django_settings, "JOBS_CONFIG_CHECK_SECONDS", CONFIG_CHECK_SECONDS)
         )
@@ -91,8 +103,8 @@ class Runner:
     def run(self, *, burst: bool = False) -> None:
         """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
         log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
-        self._refresh(force=True)
-        self.presence.register(self.registry.kinds(), self._current.max_concurrent)
+        if not self._start_up():
+            return  # stopped before the database ever answered
         if not burst and self.store.wakes_other_processes and self._listener is None:
             self._listener = threading.Thread(
                 target=self.store.listen,
@@ -136,6 +148,32 @@ class Runner:
             if claimed and claimed == free:
                 continue  # a full claim: more may be ready now
             self._idle()
+
+    def _start_up(self) -> bool:
+        """Read the config row and register this runner, waiting for the database.
+
+        Until the database answers, each failure is logged as
+        `runner_database_unavailable` and tried again after a doubling wait;
+        a stop signal meanwhile ends the wait. False if stopped first.
+        """
+        delay = STARTUP_RETRY_FIRST_SECONDS
+        while not self.stopping.is_set():
+            try:
+                self._refresh(force=True)
+                self.presence.register(self.registry.kinds(), self._current.max_concurrent)
+                return True
+            except (DatabaseError, InterfaceError) as error:
+                log.event(
+                    "runner_database_unavailable",
+                    logging.WARNING,
+                    outcome="retrying",
+                    error=str(error).strip().splitlines()[0] if str(error).strip() else repr(error),
+                    retry_in_seconds=delay,
+                )
+                connections[self.using].close()
+                self.stopping.wait(delay)
+                delay = min(delay * 2, STARTUP_RETRY_MAX_SECONDS)
+        return False
 
     def reload(self) -> None:
         """Re-read the config now (SIGHUP, a notice). Safe from a signal handler."""
@@ -224,6 +262,7 @@ class Runner:
 
         Returns how many rows were claimed and how many slots were free.
         """
+        forget_queries()  # DEBUG's query log: see `forget_queries`
         now = self.clock()
         settings = self._refresh()
         self._reap(now)

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import Done, JobHandler, Retry, register
+from jobs import Done, Failed, JobHandler, Retry, register
 from jobs.models import Job
 from tests.jobapp.models import Abandonment, Execution
 
@@ -64,3 +64,56 @@ class SleepHandler(JobHandler):
 
     def abandon(self, job: Job, reason: str) -> None:
         Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
+
+
+@register
+class NoopHandler(JobHandler):
+    """Succeeds at once and records nothing: the memory test's load."""
+
+    kind = "test.noop"
+
+    def run(self, job: Job) -> Done:
+        return Done()
+
+
+@register
+class PoisonHandler(JobHandler):
+    """Records the execution, then kills its own process before it can settle."""
+
+    kind = "test.poison"
+
+    def lease(self) -> timedelta:
+        return timedelta(seconds=float(os.environ.get("TEST_POISON_LEASE", "1")))
+
+    def run(self, job: Job) -> Done:
+        _record(job)
+        os._exit(1)
+
+    def abandon(self, job: Job, reason: str) -> None:
+        Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
+
+
+@register
+class RefuseHandler(JobHandler):
+    """Records the execution and fails for good; its `abandon` records, sleeps
+    `payload["abandon_seconds"]` first, or raises when `payload["abandon"]` is
+    `"raise"`. Its `recover` raises when `TEST_RECOVER_RAISES` is set."""
+
+    kind = "test.refuse"
+
+    def lease(self) -> timedelta:
+        return timedelta(seconds=float(os.environ.get("TEST_REFUSE_LEASE", "1")))
+
+    def run(self, job: Job) -> Failed:
+        _finish(_record(job))
+        return Failed("refused on purpose")
+
+    def abandon(self, job: Job, reason: str) -> None:
+        Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
+        time.sleep(float(job.payload.get("abandon_seconds", 0)))
+        if job.payload.get("abandon") == "raise":
+            raise RuntimeError("abandon raises on purpose")
+
+    def recover(self) -> None:
+        if os.environ.get("TEST_RECOVER_RAISES"):
+            raise RuntimeError("recover raises on purpose")
