@@ -5,8 +5,9 @@ locked read then an update, inside one transaction, and the insert as
 
 Both databases have `FOR UPDATE SKIP LOCKED`, so concurrent runners skip each
 other's rows as on PostgreSQL; neither has `UPDATE ... RETURNING` (MariaDB has
-it only for INSERT and DELETE), so the claim reads the locked rows back after
-updating them, still holding the locks. Neither has partial indexes: the
+it only for INSERT and DELETE), so the claim reads its candidates, locks them
+through the primary key (see `SELECT_READY_SQL` for why), updates them and
+reads them back, still holding the locks. Neither has partial indexes: the
 identity is the model's `(kind, key, live)` unique constraint, as everywhere,
 and a migration adds a plain index for the claim here (see `READY_INDEX_SQL`).
 There is no LISTEN/NOTIFY: runners in other processes find new work at their
@@ -76,18 +77,32 @@ INSERT_SQL = """
 #: (the ids are fresh UUIDs, so any found is one of ours).
 INSERTED_SQL = "SELECT `id` FROM jobs_job WHERE `id` IN ({ids})"
 
-#: Lock up to N ready rows, skipping rows another claim holds, oldest run_at
-#: first; reports the state each was in.
-SELECT_READY_SQL = """
-    SELECT `id`, `state` FROM jobs_job
-    WHERE `state` IN ('queued', 'running')
-      AND `run_at` <= %s
-      AND `kind` IN ({kinds})
-      AND (`state` = 'queued' OR `lease_expires_at` <= %s)
-    ORDER BY `run_at`
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED
+_READY = """
+    `state` IN ('queued', 'running')
+    AND `run_at` <= %s
+    AND `kind` IN ({kinds})
+    AND (`state` = 'queued' OR `lease_expires_at` <= %s)
 """
+
+#: The ready rows, oldest run_at first, read without locking anything: the
+#: claim's candidates. A locking read over the (state, run_at) index would
+#: also lock running rows on its way to the ready ones, and wait on them
+#: (MariaDB's SKIP LOCKED does not skip a row reached through a secondary
+#: index while another transaction settles it), which deadlocks against a
+#: runner settling its batch. So the claim locks by primary key only.
+SELECT_READY_SQL = "SELECT `id` FROM jobs_job WHERE " + _READY + " ORDER BY `run_at` LIMIT %s"
+
+#: Lock up to N of the candidates that are still ready, through the primary
+#: key, skipping rows another claim or a settle holds; reports each one's state.
+LOCK_READY_SQL = (
+    "SELECT `id`, `state` FROM jobs_job FORCE INDEX (PRIMARY) WHERE `id` IN ({ids}) AND "
+    + _READY
+    + " ORDER BY `run_at` LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
+#: How many candidates a claim reads per row it wants: runners racing for the
+#: same oldest rows skip each other's and still find enough.
+CANDIDATES_PER_ROW = 4
 
 #: Move the locked rows to running, count the attempt and write each kind's lease.
 CLAIM_SQL = """
@@ -247,9 +262,18 @@ class MySQLStore(Store):
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
+        ready_params: list[Any] = [at, *kinds, at]
+        in_kinds = _placeholders(len(kinds))
         with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
             cursor.execute(
-                SELECT_READY_SQL.format(kinds=_placeholders(len(kinds))), [at, *kinds, at, limit]
+                SELECT_READY_SQL.format(kinds=in_kinds), [*ready_params, limit * CANDIDATES_PER_ROW]
+            )
+            candidates = [row[0] for row in cursor.fetchall()]
+            if not candidates:
+                return []
+            cursor.execute(
+                LOCK_READY_SQL.format(ids=_placeholders(len(candidates)), kinds=in_kinds),
+                [*candidates, *ready_params, limit],
             )
             prior = {self.decode_uuid(row[0]): row[1] for row in cursor.fetchall()}
             if not prior:
