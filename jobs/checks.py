@@ -2,9 +2,10 @@
 
 Stable ids: `jobs.E001` SQLite without an immediate transaction mode (claims
 could fail with "database is locked" instead of waiting), `jobs.E002` a
-database vendor the store does not support, `jobs.E003` an unusable
-`settings.JOBS`, `jobs.E004` (with `--database`) a config row edited into
-nonsense.
+database vendor the store does not support (PostgreSQL, MySQL / MariaDB and
+SQLite are; Django itself refuses MySQL and MariaDB versions too old for
+SKIP LOCKED), `jobs.E003` an unusable `settings.JOBS`, `jobs.E004` (with
+`--database`) a config row edited into nonsense.
 """
 
 from __future__ import annotations

@@ -5,6 +5,14 @@ running right now).
 A job is live (`queued`, `running`) while it holds its `(kind, key)` identity
 and settled (`done`, `failed`, `cancelled`) once it has released it. Job rows
 are written only through `jobs.queue` and `jobs.store`, which keep the rules.
+
+The identity is one mechanism on every database: `live` is a column the
+database computes from `state` (TRUE while live, NULL once settled), and a plain
+unique constraint covers `(kind, key, live)`. NULLs never collide, so settled
+rows release the identity, and because the database derives `live` on every
+write, no code path (a settle, a requeue, an operator's UPDATE) can forget to
+take or release it. A partial unique index would say the same on PostgreSQL and
+SQLite, but MySQL and MariaDB have none (Django drops the condition there).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
@@ -73,13 +81,17 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    live = models.GeneratedField(
+        expression=Case(When(_LIVE, then=Value(True)), default=None),
+        output_field=models.BooleanField(null=True),
+        db_persist=True,
+        help_text="TRUE while the job is live, NULL once settled: the identity's holder.",
+    )
 
     class Meta:
         constraints = [
-            # One live job per identity; settled rows release it.
-            models.UniqueConstraint(
-                fields=["kind", "key"], condition=_LIVE, name="jobs_job_live_identity"
-            ),
+            # One live job per identity; settled rows (live NULL) release it.
+            models.UniqueConstraint(fields=["kind", "key", "live"], name="jobs_job_live_identity"),
         ]
         indexes = [
             # Finding ready work: only live rows, in run_at order. A running

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.db import connection
@@ -24,14 +25,29 @@ def on_postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
+#: Databases where runners in many processes claim concurrently with row locks
+#: (`FOR UPDATE SKIP LOCKED`): the rules marked `concurrent_db` hold there.
+CONCURRENT_VENDORS = ("postgresql", "mysql")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Rules about PostgreSQL's concurrency run in CI's PostgreSQL pass.
-    if on_postgresql():
-        return
-    skip = pytest.mark.skip(reason="about PostgreSQL; runs when DATABASE_URL is PostgreSQL")
-    for item in items:
-        if "postgresql" in item.keywords:
-            item.add_marker(skip)
+    # Rules about PostgreSQL itself run in CI's PostgreSQL pass; rules about
+    # concurrent claims across processes in its PostgreSQL and MariaDB passes.
+    skips = {
+        "postgresql": (
+            not on_postgresql(),
+            "about PostgreSQL; runs when DATABASE_URL is PostgreSQL",
+        ),
+        "concurrent_db": (
+            connection.vendor not in CONCURRENT_VENDORS,
+            "about concurrent claims; runs when DATABASE_URL is PostgreSQL or MySQL/MariaDB",
+        ),
+    }
+    for marker, (skipped, reason) in skips.items():
+        if skipped:
+            for item in items:
+                if marker in item.keywords:
+                    item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture
@@ -77,10 +93,16 @@ def database_url() -> str:
     settings = connection.settings_dict
     if connection.vendor == "sqlite":
         return f"sqlite:///{settings['TEST']['NAME'] or settings['NAME']}"
-    user = settings.get("USER") or "postgres"
+    scheme, default_user, default_port = {
+        "postgresql": ("postgres", "postgres", 5432),
+        "mysql": ("mysql", "root", 3306),
+    }[connection.vendor]
+    user = settings.get("USER") or default_user
+    password = settings.get("PASSWORD")
+    credentials = f"{quote(user, safe='')}:{quote(password, safe='')}" if password else user
     host = settings.get("HOST") or "127.0.0.1"
-    port = settings.get("PORT") or 5432
-    return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+    port = settings.get("PORT") or default_port
+    return f"{scheme}://{credentials}@{host}:{port}/{settings['NAME']}"
 
 
 class RunJobs:

@@ -4,7 +4,7 @@ Real `runjobs` subprocesses started by the tests use these settings too, so
 they find the same handlers. The test database is a file (threads and
 processes must share it, which an in-memory SQLite cannot), and its name
 carries the pytest process id, so two test runs on one machine never share (and destroy) one
-database.
+database. On PostgreSQL and MySQL/MariaDB it is `test_<NAME>_<pid>` on the same server.
 """
 
 import os

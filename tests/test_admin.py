@@ -295,6 +295,8 @@ def test_the_detail_shows_every_field(admin_client):
     job = make_job("k", state=State.RUNNING, deadline=timezone.now() + timedelta(days=1))
     page = detail(admin_client, job)
     for field in Job._meta.concrete_fields:
+        if field.generated:
+            continue  # `live` is the database's copy of the state, which is shown
         shown = "payload_json" if field.name == "payload" else field.name
         shown = "last_error_text" if field.name == "last_error" else shown
         shown = "state_badge" if field.name == "state" else shown
@@ -541,9 +543,9 @@ def test_the_app_index_and_the_job_list_link_to_the_dashboard(viewer_client):
 # -- counting a large table ---------------------------------------------------
 
 
-def test_on_sqlite_the_list_is_always_counted_exactly(admin_client, monkeypatch):
-    if connection.vendor != "sqlite":
-        pytest.skip("about SQLite, which keeps no row estimate")
+def test_outside_postgresql_the_list_is_always_counted_exactly(admin_client, monkeypatch):
+    if connection.vendor == "postgresql":
+        pytest.skip("about SQLite and MySQL, whose row estimates the admin does not use")
     monkeypatch.setattr(jobs.admin, "ESTIMATE_COUNT_ABOVE", 1)
     for n in range(3):
         make_job(f"k{n}")

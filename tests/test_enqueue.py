@@ -24,6 +24,7 @@ from jobs.models import Job, State
 from jobs.queue import wakeup
 from jobs.runner import Runner
 from jobs.spec import PAYLOAD_MAX_BYTES
+from jobs.store import for_database
 from jobs.store.base import Store
 from tests.jobapp.models import Execution
 
@@ -114,6 +115,17 @@ def test_a_different_key_or_kind_is_a_different_identity():
     assert enqueue(JobSpec.now("orders.ship", "ord-2")), "another key of the kind is accepted"
     assert enqueue(JobSpec.now("orders.refund", "ord-1")), "the key under another kind too"
     assert Job.objects.count() == 3, "three identities, three rows"
+
+
+@pytest.mark.django_db
+def test_keys_that_differ_only_in_case_accents_or_trailing_spaces_are_different_identities():
+    """A key is compared byte for byte on every database (MySQL's default collation
+    would fold these together and refuse real work as a duplicate)."""
+    keys = ["ord-1", "ORD-1", "ord-1 ", "órd-1"]
+    assert all(enqueue(JobSpec.now("orders.ship", key)) for key in keys)
+    assert enqueue(JobSpec.now("Orders.Ship", "ord-1")), "the kind is compared exactly too"
+    assert sorted(Job.objects.values_list("key", flat=True)) == sorted([*keys, "ord-1"])
+    assert Job.objects.filter(kind="orders.ship", key="ORD-1").count() == 1
 
 
 @pytest.mark.django_db
@@ -283,7 +295,7 @@ def test_enqueue_or_log_logs_a_database_failure_and_answers_false(monkeypatch, c
     def broken_insert(self: Store, row: Any) -> bool:
         raise OperationalError("the database went away")
 
-    monkeypatch.setattr(Store, "insert", broken_insert)
+    monkeypatch.setattr(type(for_database()), "insert", broken_insert)
     with caplog.at_level(logging.INFO, logger="jobs"):
         assert not enqueue_or_log(JobSpec.now("orders.ship", "ord-1")), "a failure answers False"
     failures = [r for r in caplog.records if getattr(r, "event", None) == "job_enqueue_failed"]
@@ -308,7 +320,7 @@ def test_enqueue_or_log_leaves_the_callers_transaction_usable_after_a_failed_sta
             cursor.execute("SELECT no_such_column FROM jobs_job")
         return True
 
-    monkeypatch.setattr(Store, "insert", failing_insert)
+    monkeypatch.setattr(type(for_database()), "insert", failing_insert)
     with caplog.at_level(logging.ERROR, logger="jobs"), transaction.atomic():
         assert not enqueue_or_log(JobSpec.now("orders.ship", "ord-1")), "the failure answers False"
         assert Job.objects.count() == 0, "the caller's transaction still runs queries"

@@ -47,12 +47,12 @@ def test_a_batch_carries_each_specs_fields_and_the_configured_budget(configure):
     assert configured.max_attempts == 7, "the config row's budget is frozen onto the row"
 
 
-def test_a_batch_is_one_statement_on_postgresql_and_one_transaction_on_sqlite():
+def test_a_batch_is_one_statement_on_postgresql_and_mysql_and_one_transaction_on_sqlite():
     specs = [JobSpec.now("test.record", f"k{n}") for n in range(50)]
     with CaptureQueriesContext(connection) as queries:
         enqueue_many(specs)
     inserts = [q for q in queries.captured_queries if "INSERT" in q["sql"]]
-    expected = 1 if connection.vendor == "postgresql" else 50
+    expected = 50 if connection.vendor == "sqlite" else 1
     assert len(inserts) == expected
     assert Job.objects.count() == 50
 

@@ -3,7 +3,7 @@
 The runner trusts these verbs blindly: a claim that hands one row to two runners,
 or a settle that overwrites a newer claim, would run work twice or lose it. So
 each promise in `jobs.store.base` has a test here, and the same tests run on
-SQLite and on PostgreSQL. Time is a parameter of every verb, so no clock is
+SQLite, PostgreSQL and MySQL/MariaDB. Time is a parameter of every verb, so no clock is
 frozen: each test passes its own `now`.
 """
 
@@ -16,11 +16,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import IntegrityError, connection, connections, transaction
 
 from jobs import JobSpec, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.store import Claim, Store, for_database
+from jobs.store import mysql as mysql_store
 from jobs.store import postgresql as pg_store
 from jobs.store import sqlite as sqlite_store
 
@@ -34,6 +35,9 @@ OTHER_KIND = "test.store.other"
 
 only_sqlite = pytest.mark.skipif(
     connection.vendor != "sqlite", reason="about SQLite's query plan; runs on SQLite"
+)
+only_mysql = pytest.mark.skipif(
+    connection.vendor != "mysql", reason="about MySQL's query plan; runs on MySQL/MariaDB"
 )
 
 
@@ -360,6 +364,151 @@ def test_retire_sets_finished_at_and_releases_the_identity(store):
     )
 
 
+# -- the live identity ---------------------------------------------------------------
+#
+# One mechanism on every database: the unique (kind, key, live), where the
+# database computes `live` from the state (TRUE while live, NULL once settled).
+
+
+def holds_identity(job: Job) -> bool:
+    """Whether the row holds its identity, as the database's `live` column says."""
+    return Job.objects.filter(id=job.id).values_list("live", flat=True).get() is not None
+
+
+def enqueue_k() -> bool:
+    return enqueue(JobSpec(kind=KIND, key="k", run_at=T0))
+
+
+LEAVES_LIVE: dict[str, Callable[[Store, Job], object]] = {
+    "complete": lambda store, job: store.complete(job, T0),
+    "retire": lambda store, job: store.retire(job, T0, "gave up"),
+    "cancel": lambda store, job: store.cancel(job.id, T0, "cancelled by ops"),
+}
+
+
+@pytest.mark.parametrize("verb", list(LEAVES_LIVE))
+def test_every_settle_that_leaves_the_live_states_releases_the_identity(store, verb):
+    queue("k")
+    job = claim_one(store).job
+    assert holds_identity(job), "a running row holds its identity"
+
+    assert LEAVES_LIVE[verb](store, job)
+    assert not holds_identity(job), f"{verb} released the identity"
+    assert enqueue_k() is True, f"after {verb}, the identity is free for new work"
+
+
+def test_a_retry_keeps_the_identity_while_the_row_waits_for_its_next_attempt(store):
+    queue("k")
+    job = claim_one(store).job
+
+    assert store.retry(job, T0, T0 + timedelta(minutes=1), "503") is True
+    assert holds_identity(job), "a retried row is queued, so still live"
+    assert enqueue_k() is False, "nobody else may take the identity between attempts"
+
+
+def test_a_requeued_row_takes_its_identity_back(store):
+    queue("k")
+    job = claim_one(store).job
+    store.retire(job, T0, "gave up")
+
+    assert store.requeue(job.id, T0 + timedelta(minutes=1)) is True
+    assert holds_identity(job), "a requeued row is live again"
+    assert enqueue_k() is False, "so it holds the identity against new work"
+
+
+def test_a_requeue_is_refused_while_another_live_row_holds_the_identity(store):
+    queue("k")
+    old = claim_one(store).job
+    store.retire(old, T0, "gave up")
+    newer = queue("k")
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        store.requeue(old.id, T0 + timedelta(minutes=1))
+    assert Job.objects.get(id=old.id).state == State.FAILED, "the refused requeue wrote nothing"
+    assert holds_identity(newer), "the newer row keeps the identity"
+    assert not holds_identity(old)
+
+
+def test_the_identity_is_the_databases_rule_even_for_writes_outside_the_store(store):
+    """The database derives `live`, so an UPDATE that forgets the identity cannot break it."""
+    job = queue("k")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.create(kind=KIND, key="k", max_attempts=1, run_at=T0)
+
+    Job.objects.filter(id=job.id).update(state=State.CANCELLED)
+    assert enqueue_k() is True, "a row settled by a plain UPDATE released its identity"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.filter(id=job.id).update(state=State.QUEUED)
+
+
+def test_settled_rows_of_one_identity_never_collide_with_each_other(store):
+    for n in range(3):
+        job = queue("k")
+        store.retire(claim_one(store, T0 + timedelta(minutes=n)).job, T0, f"gave up {n}")
+        assert not holds_identity(job)
+    assert Job.objects.filter(kind=KIND, key="k", state=State.FAILED).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_racing_enqueues_of_a_just_released_identity_exactly_one_wins(store):
+    """The identity a settled row released is taken again by one racer, however many.
+
+    Round after round, since the hazard is a window: on MySQL the released
+    entry lingers in the unique index until purge, and racers that both find
+    it used to deadlock instead of one hearing False.
+    """
+    racers = 8
+
+    def race(n: int) -> bool:
+        connection.ensure_connection()
+        together.wait(30)
+        with transaction.atomic():
+            return enqueue_k()
+
+    for round_ in range(6):
+        now = T0 + timedelta(minutes=round_)
+        if round_ == 0:
+            queue("k")
+        store.complete(claim_one(store, now).job, now)
+        together = threading.Barrier(racers)
+        results = in_threads(racers, race)
+
+        assert results.count(True) == 1, f"round {round_}: exactly one racer wins: {results}"
+        assert results.count(False) == racers - 1, f"round {round_}: the others hear False"
+        assert Job.objects.filter(kind=KIND, key="k", live=True).count() == 1
+
+
+def in_threads(count: int, work: Callable[[int], bool]) -> list[bool | BaseException]:
+    """`work(i)` on `count` threads, each on its own connection; each result or error."""
+    results: list[bool | BaseException] = [False] * count
+
+    def target(i: int) -> None:
+        try:
+            results[i] = work(i)
+        except BaseException as error:
+            results[i] = error
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def test_a_lease_with_microseconds_round_trips_so_its_own_settle_wins(store):
+    """The fence compares the lease for equality: the stored value must be the one written."""
+    queue("k")
+    now = T0 + timedelta(microseconds=123_457)
+    job = claim_one(store, now, timedelta(seconds=1, microseconds=1)).job
+
+    assert job.lease_expires_at == now + timedelta(seconds=1, microseconds=1)
+    assert Job.objects.get(id=job.id).lease_expires_at == job.lease_expires_at
+    assert store.complete(job, now) is True, "the attempt's own settle matches its fence"
+
+
 # -- prune ----------------------------------------------------------------------------
 
 
@@ -452,6 +601,37 @@ def test_the_sqlite_claim_finds_ready_rows_through_the_jobs_job_ready_index(stor
         plan = "\n".join(str(line[-1]) for line in cursor.fetchall())
 
     assert "jobs_job_ready" in plan, f"the claim reads ready rows from the index:\n{plan}"
+
+
+@only_mysql
+@pytest.mark.django_db(transaction=True)  # ANALYZE TABLE commits implicitly
+def test_the_mysql_claim_finds_ready_rows_through_the_live_state_index(store):
+    """MySQL has no partial index: the claim's range must still skip settled rows."""
+    settled = [
+        Job(
+            kind=KIND,
+            key=f"settled{n}",
+            state=State.DONE,
+            attempts=1,
+            max_attempts=5,
+            run_at=T0 - timedelta(days=1, seconds=n),
+            finished_at=T0 - timedelta(days=1),
+        )
+        for n in range(20_000)
+    ]
+    Job.objects.bulk_create(settled, batch_size=5_000)
+    for n in range(5):
+        queue(f"ready{n}", run_at=T0 - timedelta(minutes=n))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE TABLE jobs_job")
+        cursor.fetchall()
+        sql = mysql_store.SELECT_READY_SQL.format(kinds="%s")
+        at = store.prepare("run_at", T0)
+        cursor.execute("EXPLAIN " + sql, [at, KIND, at, 8])
+        columns = [column[0] for column in cursor.description]
+        plan = [dict(zip(columns, line, strict=True)) for line in cursor.fetchall()]
+
+    assert plan[0]["key"] == "jobs_job_ready_by_state", f"the claim reads the index:\n{plan}"
 
 
 # -- settle_and_claim: the runner's pass ----------------------------------------

@@ -10,12 +10,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from jobs.store.base import Claim, NewJob, Store
+from jobs.store.mysql import MySQLStore
 from jobs.store.postgresql import PostgreSQLStore
 from jobs.store.sqlite import SQLiteStore
 
 __all__ = ["Claim", "NewJob", "Store", "for_database"]
 
 _VENDORS: dict[str, type[Store]] = {
+    "mysql": MySQLStore,  # MySQL and MariaDB both report "mysql"
     "postgresql": PostgreSQLStore,
     "sqlite": SQLiteStore,
 }
@@ -29,5 +31,5 @@ def for_database(using: str | None = None) -> Store:
         return _VENDORS[vendor](alias)
     except KeyError:
         raise ImproperlyConfigured(
-            f"jobs supports PostgreSQL and SQLite; database {alias!r} is {vendor}"
+            f"jobs supports PostgreSQL, MySQL/MariaDB and SQLite; database {alias!r} is {vendor}"
         ) from None

@@ -132,7 +132,7 @@ class Store:
 
     #: Insert one queued row unless a live row holds its identity. Standard
     #: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
-    #: NOTHING covers the partial unique index, and RETURNING yields a row
+    #: NOTHING covers the identity's unique (kind, key, live), and RETURNING yields a row
     #: only when one was inserted. A spec without its own budget takes the
     #: config row's `max_attempts` in the same statement, so a change made in
     #: any process reaches the very next enqueue everywhere, at no extra round

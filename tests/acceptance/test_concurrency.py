@@ -75,7 +75,7 @@ def in_threads(count: int, work: Callable[[int], object]) -> list[object]:
     return results
 
 
-@pytest.mark.postgresql
+@pytest.mark.concurrent_db
 def test_three_runjobs_processes_drain_a_backlog_running_every_job_exactly_once(runjobs):
     """The scale-out promise: add processes, and no job runs twice or is lost."""
     job_ids = enqueue_records(3_000)

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.utils import ConnectionHandler
 
 import jobs.checks
+import jobs.store
 from jobs import config
 from jobs.checks import check_databases, check_settings
 from jobs.config import JobsSettings, from_mapping
@@ -229,3 +230,18 @@ def test_the_database_check_accepts_sqlite_with_immediate_transactions(monkeypat
 def test_the_projects_own_databases_pass_the_database_check():
     """The shipped settings configure SQLite correctly, and PostgreSQL is supported."""
     assert check_databases(None) == [], "the project's databases raise no jobs check"
+
+
+def test_the_database_check_accepts_mysql_and_reports_an_unsupported_vendor_as_e002(monkeypatch):
+    """MySQL and MariaDB have a store of their own; a vendor without one is refused up front."""
+    handler = ConnectionHandler(
+        {
+            "default": {"ENGINE": "django.db.backends.mysql", "NAME": "jobs"},
+            "legacy": {"ENGINE": "django.db.backends.dummy"},
+        }
+    )
+    monkeypatch.setattr(jobs.checks, "connections", handler)
+    monkeypatch.setattr(jobs.store, "connections", handler)
+    errors = [error for error in check_databases(None) if error.id == "jobs.E002"]
+    assert len(errors) == 1, "only the database without a store is reported"
+    assert "'legacy'" in errors[0].msg, "the error names the unsupported database"

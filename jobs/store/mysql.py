@@ -1,0 +1,304 @@
+"""MySQL and MariaDB (8.4+ and 10.11+, as Django 6.1 requires): the claim as a
+locked read then an update, inside one transaction, and the insert as
+`INSERT IGNORE` on the identity constraint, one writer per identity at a time
+(see `GET_IDENTITY_LOCK_SQL` for why).
+
+Both databases have `FOR UPDATE SKIP LOCKED`, so concurrent runners skip each
+other's rows as on PostgreSQL; neither has `UPDATE ... RETURNING` (MariaDB has
+it only for INSERT and DELETE), so the claim reads its candidates, locks them
+through the primary key (see `SELECT_READY_SQL` for why), updates them and
+reads them back, still holding the locks. Neither has partial indexes: the
+identity is the model's `(kind, key, live)` unique constraint, as everywhere,
+and a migration adds a plain index for the claim here (see `READY_INDEX_SQL`).
+There is no LISTEN/NOTIFY: runners in other processes find new work at their
+next poll, as on SQLite.
+
+`key` is a reserved word, and MySQL reads double quotes as strings unless
+ANSI_QUOTES is on, so every identifier here is quoted with backticks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, OperationalError, transaction
+from django.utils.timezone import is_naive, make_aware
+
+from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
+from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store
+
+#: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
+ER_DUP_ENTRY = 1062
+
+#: How long a write that takes an identity waits for another writer of the
+#: same identity (InnoDB's own default lock wait).
+IDENTITY_LOCK_SECONDS = 50
+
+#: Take the named lock of each identity, in the order given; 1 each when held.
+#: Why: InnoDB checks a unique key by share-locking the matching entries, and
+#: a just-released identity still has one (delete-marked until purge), so two
+#: writers taking it at once both share-lock it, both try to insert, and one
+#: dies in a deadlock that rolls back its caller's whole transaction. Writers
+#: of one identity take turns on this lock instead, for one statement each.
+GET_IDENTITY_LOCK_SQL = "GET_LOCK(%s, %s)"
+
+#: Release them.
+RELEASE_IDENTITY_LOCK_SQL = "RELEASE_LOCK(%s)"
+
+#: The identity of a row a requeue is about to make live again.
+IDENTITY_OF_SQL = "SELECT `kind`, `key` FROM jobs_job WHERE `id` = %s"
+
+_COLUMNS = ", ".join(f"`{column}`" for column in CLAIM_COLUMNS)
+
+#: One queued row's values; a spec without its own budget takes the config
+#: row's `max_attempts` in the same statement, as on the other databases.
+_VALUES = f"""
+    (%s, %s, %s, %s, 'queued', 0,
+     COALESCE(%s, ({Store.CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
+     %s, %s, NULL, '', %s, %s, NULL)
+"""
+
+#: Insert queued rows, skipping each whose identity a live row (or an earlier
+#: row of the same statement) holds: IGNORE turns the duplicate key on the
+#: identity constraint into a warning, so the caller's transaction goes on.
+INSERT_SQL = """
+    INSERT IGNORE INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
+                                 `max_attempts`, `run_at`, `deadline`, `lease_expires_at`,
+                                 `last_error`, `created_at`, `updated_at`, `finished_at`)
+    VALUES {values}
+"""
+
+#: Which of the given ids exist: after a batch insert, the rows it inserted
+#: (the ids are fresh UUIDs, so any found is one of ours).
+INSERTED_SQL = "SELECT `id` FROM jobs_job WHERE `id` IN ({ids})"
+
+_READY = """
+    `state` IN ('queued', 'running')
+    AND `run_at` <= %s
+    AND `kind` IN ({kinds})
+    AND (`state` = 'queued' OR `lease_expires_at` <= %s)
+"""
+
+#: The ready rows, oldest run_at first, read without locking anything: the
+#: claim's candidates. A locking read over the (state, run_at) index would
+#: also lock running rows on its way to the ready ones, and wait on them
+#: (MariaDB's SKIP LOCKED does not skip a row reached through a secondary
+#: index while another transaction settles it), which deadlocks against a
+#: runner settling its batch. So the claim locks by primary key only.
+SELECT_READY_SQL = "SELECT `id` FROM jobs_job WHERE " + _READY + " ORDER BY `run_at` LIMIT %s"
+
+#: Lock up to N of the candidates that are still ready, through the primary
+#: key, skipping rows another claim or a settle holds; reports each one's state.
+LOCK_READY_SQL = (
+    "SELECT `id`, `state` FROM jobs_job FORCE INDEX (PRIMARY) WHERE `id` IN ({ids}) AND "
+    + _READY
+    + " ORDER BY `run_at` LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
+#: How many candidates a claim reads per row it wants: runners racing for the
+#: same oldest rows skip each other's and still find enough.
+CANDIDATES_PER_ROW = 4
+
+#: Move the locked rows to running, count the attempt and write each kind's lease.
+CLAIM_SQL = """
+    UPDATE jobs_job
+    SET `state` = 'running', `attempts` = `attempts` + 1,
+        `lease_expires_at` = CASE `kind` {lease_cases} END,
+        `started_at` = %s, `updated_at` = %s
+    WHERE `id` IN ({ids})
+"""
+
+#: Read the claimed rows back, still under the claim's locks.
+CLAIMED_SQL = f"SELECT {_COLUMNS} FROM jobs_job WHERE `id` IN ({{ids}})"
+
+#: The claim's index. MySQL builds the model's partial indexes without their
+#: condition, so `jobs_job_ready` there is every row by run_at, settled ones
+#: included, and `jobs_job_settled` every row by finished_at (which still
+#: serves the sweep: live rows have none). This one keeps the claim's range to
+#: live rows. Created by migration 0003, on MySQL only.
+READY_INDEX_SQL = "CREATE INDEX jobs_job_ready_by_state ON jobs_job (`state`, `run_at`)"
+
+#: Drop it (the migration's reverse).
+DROP_READY_INDEX_SQL = "DROP INDEX jobs_job_ready_by_state ON jobs_job"
+
+#: Compare `kind` and `key` byte for byte, as PostgreSQL and SQLite do: the
+#: default collations fold case, accents and trailing spaces, so "ord-1" and
+#: "ORD-1 " would be one identity. Created by migration 0003, on MySQL only;
+#: `{collation}` is the server's binary no-pad collation (`exact_collation`).
+EXACT_IDENTITY_SQL = f"""
+    ALTER TABLE jobs_job
+    MODIFY `kind` varchar({KIND_MAX_LENGTH}) CHARACTER SET utf8mb4 COLLATE {{collation}} NOT NULL,
+    MODIFY `key` varchar({KEY_MAX_LENGTH}) CHARACTER SET utf8mb4 COLLATE {{collation}} NOT NULL
+"""
+
+#: Back to the table's default collation (the migration's reverse).
+DEFAULT_IDENTITY_SQL = f"""
+    ALTER TABLE jobs_job
+    MODIFY `kind` varchar({KIND_MAX_LENGTH}) NOT NULL,
+    MODIFY `key` varchar({KEY_MAX_LENGTH}) NOT NULL
+"""
+
+
+def exact_collation(connection: Any) -> str:
+    """The binary collation that keeps trailing spaces significant (NO PAD).
+
+    Named differently on each: `utf8mb4_bin` pads on both, so it will not do.
+    """
+    return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+class MySQLStore(Store):
+    def insert(self, row: NewJob) -> bool:
+        with self._identities_locked([(row.kind, row.key)]):
+            return bool(self._insert([row]))
+
+    def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
+        if not rows:
+            return set()
+        with (
+            transaction.atomic(using=self.using),
+            self._identities_locked((row.kind, row.key) for row in rows),
+        ):
+            inserted = self._insert(rows)
+            if inserted == len(rows):
+                return {row.id for row in rows}
+            if not inserted:
+                return set()
+            with self.connection.cursor() as cursor:
+                cursor.execute(
+                    INSERTED_SQL.format(ids=_placeholders(len(rows))),
+                    [self.prepare("id", row.id) for row in rows],
+                )
+                return {self.decode_uuid(found[0]) for found in cursor.fetchall()}
+
+    def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
+        with self.connection.cursor() as cursor:
+            cursor.execute(IDENTITY_OF_SQL, [self.prepare("id", job_id)])
+            found = cursor.fetchone()
+        if found is None:
+            return False
+        with self._identities_locked([(found[0], found[1])]):
+            return super().requeue(job_id, now)
+
+    @contextmanager
+    def _identities_locked(self, identities: Iterable[tuple[str, str]]) -> Iterator[None]:
+        """Hold the named lock of each `(kind, key)` for the statement inside.
+
+        Named locks belong to the connection, not the transaction, so they
+        are released right after the statement, before the caller commits:
+        only the unique check and insert are serialised, never the caller's
+        work. Taken in one sorted order, so two batches never deadlock.
+        """
+        database = str(self.connection.settings_dict["NAME"])
+        names = sorted(
+            {
+                "jobs:" + hashlib.sha1(f"{database}\0{kind}\0{key}".encode()).hexdigest()
+                for kind, key in identities
+            }
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT " + ", ".join([GET_IDENTITY_LOCK_SQL] * len(names)),
+                [value for name in names for value in (name, IDENTITY_LOCK_SECONDS)],
+            )
+            held = cursor.fetchone() or ()
+        try:
+            if not all(flag == 1 for flag in held):
+                raise OperationalError(
+                    f"waited {IDENTITY_LOCK_SECONDS} s for another enqueue of the same job"
+                )
+            yield
+        finally:
+            # On the driver's own cursor: a refused statement may have marked
+            # the caller's atomic block for rollback, and Django would then
+            # refuse any query, yet the lock is the connection's to release.
+            raw = self.connection.connection.cursor()
+            try:
+                raw.execute("SELECT " + ", ".join([RELEASE_IDENTITY_LOCK_SQL] * len(names)), names)
+            finally:
+                raw.close()
+
+    def _insert(self, rows: Sequence[NewJob]) -> int:
+        """Insert `rows` in one statement; how many were inserted.
+
+        IGNORE would also quietly truncate bad data, so any warning other than
+        the duplicate identity is raised: only a held identity is a False.
+        """
+        params: list[Any] = []
+        for row in rows:
+            params += [
+                self.prepare("id", row.id),
+                row.kind,
+                row.key,
+                self.prepare("payload", row.payload),
+                row.max_attempts,
+                row.default_max_attempts,
+                self.prepare("run_at", row.run_at),
+                self.prepare("deadline", row.deadline),
+                self.prepare("created_at", row.now),
+                self.prepare("updated_at", row.now),
+            ]
+        with self.connection.cursor() as cursor:
+            cursor.execute(INSERT_SQL.format(values=", ".join([_VALUES] * len(rows))), params)
+            inserted = cursor.rowcount
+            raw = self.connection.connection
+            if raw.warning_count():
+                for _level, code, message in raw.show_warnings():
+                    if code != ER_DUP_ENTRY:
+                        raise DatabaseError(f"enqueue refused by MySQL: {message}")
+        return int(inserted)
+
+    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+        if limit < 1 or not leases:
+            return []
+        kinds = list(leases)
+        at = self.prepare("run_at", now)
+        ready_params: list[Any] = [at, *kinds, at]
+        in_kinds = _placeholders(len(kinds))
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(
+                SELECT_READY_SQL.format(kinds=in_kinds), [*ready_params, limit * CANDIDATES_PER_ROW]
+            )
+            candidates = [row[0] for row in cursor.fetchall()]
+            if not candidates:
+                return []
+            cursor.execute(
+                LOCK_READY_SQL.format(ids=_placeholders(len(candidates)), kinds=in_kinds),
+                [*candidates, *ready_params, limit],
+            )
+            prior = {self.decode_uuid(row[0]): row[1] for row in cursor.fetchall()}
+            if not prior:
+                return []
+            ids = [self.prepare("id", job_id) for job_id in prior]
+            lease_params: list[Any] = []
+            for kind in kinds:
+                lease_params += [kind, self.prepare("lease_expires_at", now + leases[kind])]
+            cursor.execute(
+                CLAIM_SQL.format(
+                    lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
+                    ids=_placeholders(len(ids)),
+                ),
+                [*lease_params, at, at, *ids],
+            )
+            cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
+            rows = cursor.fetchall()
+        claims = [
+            self.claim_from_row(row, prior[self.decode_uuid(row[0])] == "running") for row in rows
+        ]
+        claims.sort(key=lambda claim: claim.job.run_at)
+        return claims
+
+    def decode_datetime(self, value: Any) -> datetime | None:
+        """The driver returns naive datetimes, in UTC as Django writes them."""
+        if isinstance(value, datetime) and is_naive(value):
+            return make_aware(value, UTC)
+        return value  # type: ignore[no-any-return]
