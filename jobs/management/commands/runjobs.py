@@ -27,6 +27,11 @@ def _seconds(text: str) -> float:
 
 class Command(BaseCommand):
     help = "Run the job queue: claim ready jobs and run them until stopped."
+    # Django's system checks ask the database server for its version (the
+    # generated `live` column's check does), and a runner started before its
+    # database must wait for it, not exit with a traceback: the runner's own
+    # start-up retries instead. Run `manage.py check` when deploying.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
