@@ -214,14 +214,7 @@ class PostgreSQLStore(Store):
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done or limit < 1 or not leases:
             return super().settle_and_claim(done, now, leases, limit)
-        kinds = list(leases)
-        params: dict[str, Any] = {
-            "now": now,
-            **_settle_params(done),
-            "kinds": kinds,
-            "expires": [now + leases[kind] for kind in kinds],
-            "limit": limit,
-        }
+        params = {**_claim_params(now, leases, limit), **_settle_params(done)}
         with self.connection.cursor() as cursor:
             cursor.execute(SETTLE_AND_CLAIM_SQL, params)
             rows = cursor.fetchall()
@@ -236,15 +229,8 @@ class PostgreSQLStore(Store):
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
             return []
-        kinds = list(leases)
-        params: dict[str, Any] = {
-            "now": now,
-            "kinds": kinds,
-            "expires": [now + leases[kind] for kind in kinds],
-            "limit": limit,
-        }
         with self.connection.cursor() as cursor:
-            cursor.execute(CLAIM_SQL, params)
+            cursor.execute(CLAIM_SQL, _claim_params(now, leases, limit))
             rows = cursor.fetchall()
         claims = [self.claim_from_row(row[:-1], row[-1] == "running") for row in rows]
         return in_run_at_order(claims)
@@ -257,4 +243,15 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
         "attempts": [job.attempts for job, _ in done],
         "leases": [job.lease_expires_at for job, _ in done],
         "results": [None if result is None else Jsonb(result) for _, result in done],
+    }
+
+
+def _claim_params(now: datetime, leases: Mapping[str, timedelta], limit: int) -> dict[str, Any]:
+    """What `_READY` and `_CLAIM` read: the clock, each kind with its lease, the limit."""
+    kinds = list(leases)
+    return {
+        "now": now,
+        "kinds": kinds,
+        "expires": [now + leases[kind] for kind in kinds],
+        "limit": limit,
     }
