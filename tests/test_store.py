@@ -244,6 +244,53 @@ def test_concurrent_claims_on_their_own_connections_never_return_one_row_twice(s
     )
 
 
+@pytest.mark.concurrent_db
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_still_open_holds_only_the_rows_it_took_so_a_claim_beside_it_takes_the_next(
+    store,
+):
+    """Scale-out needs the second runner to find work while the first is mid-claim.
+
+    A claim that locked more rows than it took (InnoDB locks every row it reads
+    before an ORDER BY ... LIMIT) would leave the runner beside it finding only
+    locked rows: nothing claimed, and a `--burst` runner would exit early.
+    """
+    for n in range(12):
+        queue(f"k{n:02d}", run_at=T0 - timedelta(seconds=12 - n))
+    holding = threading.Event()
+    release = threading.Event()
+    first: list[uuid.UUID] = []
+    errors: list[BaseException] = []
+
+    def claim_and_hold() -> None:
+        try:
+            with transaction.atomic():  # the claim's locks stay until this commits
+                first.extend(c.job.id for c in for_database().claim(T0, {KIND: LEASE}, 2))
+                holding.set()
+                release.wait(30)
+        except BaseException as error:
+            errors.append(error)
+            holding.set()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=claim_and_hold)
+    thread.start()
+    try:
+        assert holding.wait(30), "the first claim ran"
+        beside = [c.job.id for c in store.claim(T0, {KIND: LEASE}, 2)]
+    finally:
+        release.set()
+        thread.join(30)
+
+    assert not errors, f"the first claim failed: {errors}"
+    assert len(first) == 2, "the first claim took the two oldest rows"
+    assert len(beside) == 2, "the claim beside it still found two unlocked ready rows"
+    assert not set(first) & set(beside), "and no row went to both"
+    keys = set(Job.objects.filter(id__in=beside).values_list("key", flat=True))
+    assert keys == {"k02", "k03"}, "the next oldest, not rows from further back"
+
+
 # -- fenced settles ------------------------------------------------------------------
 
 Settle = Callable[[Store, Job, datetime], bool]

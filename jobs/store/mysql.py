@@ -92,12 +92,16 @@ _READY = """
 #: runner settling its batch. So the claim locks by primary key only.
 SELECT_READY_SQL = "SELECT `id` FROM jobs_job WHERE " + _READY + " ORDER BY `run_at` LIMIT %s"
 
-#: Lock up to N of the candidates that are still ready, through the primary
-#: key, skipping rows another claim or a settle holds; reports each one's state.
+#: Lock those of the given candidates that are still ready, through the
+#: primary key, skipping rows another claim or a settle holds; reports each
+#: one's state. No ORDER BY or LIMIT here: InnoDB locks every row it reads
+#: before sorting, so "the oldest N of these 4N" would lock all 4N and leave
+#: a runner claiming beside it nothing but locked rows. The claim instead
+#: passes only as many ids as it still wants (see `MySQLStore.claim`).
 LOCK_READY_SQL = (
     "SELECT `id`, `state` FROM jobs_job FORCE INDEX (PRIMARY) WHERE `id` IN ({ids}) AND "
     + _READY
-    + " ORDER BY `run_at` LIMIT %s FOR UPDATE SKIP LOCKED"
+    + " FOR UPDATE SKIP LOCKED"
 )
 
 #: How many candidates a claim reads per row it wants: runners racing for the
@@ -269,13 +273,20 @@ class MySQLStore(Store):
                 SELECT_READY_SQL.format(kinds=in_kinds), [*ready_params, limit * CANDIDATES_PER_ROW]
             )
             candidates = [row[0] for row in cursor.fetchall()]
-            if not candidates:
-                return []
-            cursor.execute(
-                LOCK_READY_SQL.format(ids=_placeholders(len(candidates)), kinds=in_kinds),
-                [*candidates, *ready_params, limit],
-            )
-            prior = {self.decode_uuid(row[0]): row[1] for row in cursor.fetchall()}
+            prior: dict[uuid.UUID, str] = {}
+            # Oldest first, a chunk the size of what is still wanted at a time:
+            # the rows a chunk finds locked (another runner's claim) or no
+            # longer ready are made up from the next chunk.
+            while candidates and len(prior) < limit:
+                chunk, candidates = (
+                    candidates[: limit - len(prior)],
+                    candidates[limit - len(prior) :],
+                )
+                cursor.execute(
+                    LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), kinds=in_kinds),
+                    [*chunk, *ready_params],
+                )
+                prior.update((self.decode_uuid(row[0]), row[1]) for row in cursor.fetchall())
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
