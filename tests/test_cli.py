@@ -481,3 +481,26 @@ def test_a_real_process_exits_1_when_a_job_was_skipped_and_0_when_all_were_done(
     assert (cancelled.returncode, cancelled.stdout) == (0, "1 touched\n")
     job.refresh_from_db()
     assert job.state == "cancelled"
+
+
+def test_a_real_process_whose_database_does_not_answer_says_so_in_a_sentence_and_exits_1(
+    tmp_path,
+):
+    """During an outage the operator must read what is wrong, not Django's checks' traceback."""
+    missing = tmp_path / "no-such-directory" / "jobs.sqlite3"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "jobs", "stats"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"sqlite:///{missing}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert "Traceback" not in result.stderr, f"no traceback:\n{result.stderr}"
+    assert "the database did not answer: unable to open database file" in result.stderr
+    assert result.returncode == 1

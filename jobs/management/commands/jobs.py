@@ -6,8 +6,13 @@ import sys
 from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser, DjangoHelpFormatter
-from django.db import DEFAULT_DB_ALIAS
+from django.core.management.base import (
+    BaseCommand,
+    CommandError,
+    CommandParser,
+    DjangoHelpFormatter,
+)
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
 from jobs import cli
 
@@ -28,6 +33,10 @@ class HelpFormatter(DjangoHelpFormatter, RawDescriptionHelpFormatter):
 
 class Command(BaseCommand):
     help = "Browse and operate the job queue: list, show, retry, cancel, run-now, enqueue, stats."
+    # Django's checks query the database before `handle` runs; an operator
+    # whose database is down should read one sentence saying so, not the
+    # checks' traceback. `manage.py check` runs them.
+    requires_system_checks: list[str] = []
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
@@ -124,6 +133,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            status = self._dispatch(options)
+        except (DatabaseError, InterfaceError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise CommandError(f"the database did not answer: {first}") from error
+        if status:
+            sys.exit(status)
+
+    def _dispatch(self, options: dict[str, Any]) -> int:
         using, verb = options["database"], options["verb"]
 
         def write(text: str) -> None:
@@ -160,5 +178,4 @@ class Command(BaseCommand):
             )
         else:
             status = cli.print_stats(write, as_json=options["json"], using=using)
-        if status:
-            sys.exit(status)
+        return status
