@@ -684,6 +684,29 @@ def test_the_mysql_claim_finds_ready_rows_through_the_live_state_index(store):
 # -- settle_and_claim: the runner's pass ----------------------------------------
 
 
+def test_a_batch_settle_keeps_each_result_exactly_whatever_characters_it_holds(store):
+    """The batch settles pass results through text the store writes itself."""
+    for n in range(3):
+        queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
+    claims = store.claim(T0, {KIND: LEASE}, 3)
+    results = [
+        {"text": 'a "quoted" word, a \\ backslash and {braces}', "n": [1, None, {"x": True}]},
+        None,
+        {"unicode": "caf\u00e9 \u2603", "comma,key": "NULL"},
+    ]
+    later = T0 + timedelta(seconds=1)
+
+    won, _ = store.settle_and_claim(
+        [(c.job, result) for c, result in zip(claims, results, strict=True)],
+        later,
+        {KIND: LEASE},
+        1,
+    )
+
+    assert won == {c.job.id for c in claims}
+    assert [row(c.job)["result"] for c in claims] == results, "each result as it was returned"
+
+
 def test_settle_and_claim_settles_the_done_rows_and_claims_fresh_ones_in_one_go(store):
     for n in range(4):
         queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))

@@ -243,7 +243,7 @@ class Runner:
             self.presence.remove()
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_presence_not_removed", logging.WARNING, error=error)
-        log.event("runner_stopped")
+        log.event("runner_stopped", passes=self.passes)
 
     def drain(self, timeout: float = 30.0) -> None:
         """Run a burst (everything ready now, then return) and wait for every attempt.
@@ -266,6 +266,10 @@ class Runner:
         now = self.clock()
         settings = self._refresh()
         self._reap(now)
+        # Give the GIL to workers that are about to finish, so this pass
+        # settles their attempts too instead of leaving each to a pass of
+        # its own: at short attempts, passes per job bound the drain.
+        time.sleep(0)
         batch = self._take_completed()
         running = len(self.in_flight()) - len(batch)
         self.presence.beat(running, settings.max_concurrent)
