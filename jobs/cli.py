@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
@@ -121,7 +122,22 @@ def delay(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(
             f"--delay must be a finite number of seconds, zero or more, not {text}"
         )
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(
+            f"--delay of {text} seconds is beyond any date a job can hold"
+        ) from None
+
+
+def database_alias(text: str) -> str:
+    """A database alias from `settings.DATABASES`."""
+    known = list(settings.DATABASES)
+    if text not in known:
+        raise argparse.ArgumentTypeError(
+            f"no database {text!r} in settings.DATABASES (known: {', '.join(known)})"
+        )
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -333,9 +349,9 @@ def enqueue_job(
 ) -> int:
     """Queue one job through `jobs.queue.enqueue`; a live duplicate is an answer, status 1."""
     spec = JobSpec.now(kind, key).with_payload(payload or {}).with_max_attempts(max_attempts)
-    if delay:
-        spec = spec.with_delay(delay)
     try:
+        if delay:
+            spec = spec.with_delay(delay)
         queued = enqueue(spec, using=using)
     except InvalidJobSpec as error:
         raise CommandError(f"Invalid job: {error}. Nothing was queued.") from None

@@ -66,8 +66,18 @@ class JobSpec:
         return dataclasses.replace(self, deadline=deadline)
 
     def with_delay(self, delay: timedelta) -> JobSpec:
-        """Run no sooner than `delay` from now."""
-        return dataclasses.replace(self, run_at=timezone.now() + delay)
+        """Run no sooner than `delay` from now.
+
+        Raises `InvalidJobSpec` for a delay past the latest date a row can hold.
+        """
+        try:
+            run_at = timezone.now() + delay
+        except OverflowError:
+            raise InvalidJobSpec(
+                f"a delay of {delay} puts run_at past the latest date a job can hold "
+                "(the year 9999)"
+            ) from None
+        return dataclasses.replace(self, run_at=run_at)
 
     def with_max_attempts(self, max_attempts: int | None) -> JobSpec:
         return dataclasses.replace(self, max_attempts=max_attempts)

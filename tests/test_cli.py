@@ -24,6 +24,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 from freezegun import freeze_time
 
+from jobs import JobSpec, enqueue_many
 from jobs.cli import duration, relative
 from jobs.models import Job, RunnerProcess
 from jobs.stats import collect
@@ -448,6 +449,9 @@ def manage_jobs(*args: str) -> subprocess.CompletedProcess[str]:
         (["list", "--state", "stuck"], 2, "invalid choice: 'stuck'"),
         (["enqueue", "test.record", ""], 1, "Invalid job: key must be a non-empty string"),
         (["show", str(uuid.UUID(int=7))], 1, f"No job has the id {uuid.UUID(int=7)}"),
+        (["enqueue", "k", "x", "--delay", "1e300"], 2, "--delay of 1e300 seconds is beyond any"),
+        (["enqueue", "test.record", "x", "--delay", "1e13"], 1, "past the latest date a job"),
+        (["list", "--database", "bogus"], 2, "no database 'bogus' in settings.DATABASES"),
     ],
 )
 @pytest.mark.django_db(transaction=True)
@@ -504,3 +508,30 @@ def test_a_real_process_whose_database_does_not_answer_says_so_in_a_sentence_and
     assert "Traceback" not in result.stderr, f"no traceback:\n{result.stderr}"
     assert "the database did not answer: unable to open database file" in result.stderr
     assert result.returncode == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listing_piped_into_a_reader_that_stops_early_ends_without_a_traceback():
+    """`jobs list | head` is how operators read a long queue."""
+    enqueue_many([JobSpec.now("test.record", f"k{n}") for n in range(3_000)])
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "jobs", "list", "--limit", "3000"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": database_url(),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    assert process.stdout.readline().startswith("ID"), "the header came first"
+    process.stdout.close()  # the reader goes away, as `head -1` does
+    stderr = process.stderr.read()
+    process.wait(60)
+
+    assert "Traceback" not in stderr, stderr
+    assert "BrokenPipeError" not in stderr, stderr

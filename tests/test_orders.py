@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from acmeproxy.orders import upstream as upstream_client
 from acmeproxy.orders import views
@@ -301,7 +302,10 @@ def test_a_body_that_is_not_a_json_object_answers_400_as_json(client, body):
     assert not Order.objects.exists(), "a refused request creates no order"
 
 
-def test_a_wrong_method_answers_405_as_json_naming_the_allowed_ones(client):
+def test_a_wrong_method_answers_405_as_json_naming_the_allowed_ones():
+    """With CSRF checks on, as a real client meets them: an unsafe method on the
+    poll URL must still be the API's JSON 405, not the site's HTML 403."""
+    client = Client(enforce_csrf_checks=True)
     order = Order.objects.create()
 
     for method, path, allowed in [

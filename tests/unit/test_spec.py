@@ -77,6 +77,11 @@ def test_with_delay_runs_no_sooner_than_the_delay_from_now():
     assert dataclasses.replace(built, run_at=T0) == original, "nothing else changed"
 
 
+def test_a_delay_past_the_latest_date_a_row_can_hold_is_an_invalid_spec_not_an_overflow():
+    with pytest.raises(InvalidJobSpec, match="past the latest date a job can hold"):
+        JobSpec.now("k", "a").with_delay(timedelta(days=5_000_000))
+
+
 def test_with_max_attempts_builds_a_new_spec_and_leaves_the_original_unchanged():
     original = spec()
     built = original.with_max_attempts(9)

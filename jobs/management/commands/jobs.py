@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from typing import Any
@@ -53,7 +54,10 @@ class Command(BaseCommand):
             )
             sub.formatter_class = HelpFormatter
             sub.add_argument(
-                "--database", default=DEFAULT_DB_ALIAS, help="The database alias to work on."
+                "--database",
+                type=cli.database_alias,
+                default=DEFAULT_DB_ALIAS,
+                help="The database alias to work on.",
             )
             return sub
 
@@ -138,6 +142,12 @@ class Command(BaseCommand):
         except (DatabaseError, InterfaceError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
             raise CommandError(f"the database did not answer: {first}") from error
+        except BrokenPipeError:
+            # `jobs list | head`: the reader has gone, which is no error of
+            # ours. Point stdout at /dev/null so the interpreter's own flush at
+            # exit does not fail a second time.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         if status:
             sys.exit(status)
 
