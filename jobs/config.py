@@ -237,13 +237,16 @@ def describe(using: str | None = None) -> list[str]:
     lines = [f"{'key':<20} {'value':>9}  source"]
     problems = row.as_settings().problems() if row else []
     for name in KEYS:
-        first = f"{getattr(start, name)} from {sources[name]}"
+        # The row does not remember what it was created from, and settings or
+        # the environment may have changed since: compare with what they say now.
+        now_says = f"{sources[name]} says {getattr(start, name)}"
         if row is None:
             value, source = getattr(start, name), f"{sources[name]} (no config row yet)"
         elif getattr(row, name) == getattr(start, name):
-            value, source = getattr(row, name), f"config row (started as {first})"
+            value, source = getattr(row, name), f"config row (as {sources[name]} says)"
         else:
-            value, source = getattr(row, name), f"config row, edited (started as {first})"
+            value = getattr(row, name)
+            source = f"config row ({now_says}: not used, the row is the truth)"
         lines.append(f"{name:<20} {value!s:>9}  {source}")
     if row is not None:
         lines.append(f"config row last saved {row.updated_at.isoformat()}")

@@ -333,5 +333,28 @@ def test_print_config_shows_each_value_and_where_it_came_from(monkeypatch, setti
     out = StringIO()
     call_command("runjobs", "--print-config", stdout=out)
     lines = {line.split()[0]: line for line in out.getvalue().splitlines() if line.strip()}
-    assert "config row, edited (started as 5 from default)" in lines["max_attempts"]
+    assert "config row (default says 5: not used, the row is the truth)" in lines["max_attempts"]
     assert " 9 " in lines["max_attempts"]
+    assert "config row (as environment (JOBS_MAX_CONCURRENT) says)" in lines["max_concurrent"]
+
+
+def test_print_config_says_a_variable_set_after_the_row_was_made_is_not_used(monkeypatch, settings):
+    """The row is the truth once it exists; claiming it was edited would send an
+    operator looking for an edit nobody made."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    JobsConfig.load()  # made from the defaults
+    monkeypatch.setenv("JOBS_LEASE_SECONDS", "15")
+    settings.JOBS = {"lease_seconds": 15}  # as the settings module reads the variable
+    out = StringIO()
+    call_command("runjobs", "--print-config", stdout=out)
+    lines = {line.split()[0]: line for line in out.getvalue().splitlines() if line.strip()}
+
+    assert " 300 " in lines["lease_seconds"], "the row's value is the effective one"
+    assert (
+        "config row (environment (JOBS_LEASE_SECONDS) says 15: not used, the row is the truth)"
+        in lines["lease_seconds"]
+    )
+    assert "edited" not in lines["lease_seconds"]
