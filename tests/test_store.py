@@ -751,3 +751,33 @@ def test_settle_and_claim_does_not_claim_a_row_it_is_settling(store):
     assert won == {attempt.job.id}, "the attempt still owned its row and settled it"
     assert claims == [], "and the row was not claimed again in the same pass"
     assert row(attempt.job)["state"] == State.DONE
+
+
+def _prepared_claims() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%FOR UPDATE SKIP LOCKED%"],
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)  # to start a new session
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
+def test_the_postgresql_claim_is_prepared_once_per_connection_unless_settings_say_not(
+    store, settings, prepared
+):
+    """Planning was ~40% of a small pass; a pooler that cannot keep prepared
+    statements needs a way to turn them off."""
+    settings.JOBS_PREPARED_STATEMENTS = prepared
+    connection.close()  # a fresh session, with no statement prepared yet
+    for n in range(3):
+        queue(f"k{n}", run_at=T0 - timedelta(minutes=n))
+
+    for _ in range(3):
+        store.claim(T0, {KIND: LEASE}, 1)
+
+    assert _prepared_claims() == (1 if prepared else 0)
+    assert Job.objects.filter(state=State.RUNNING).count() == 3, "every claim still claimed"
