@@ -11,6 +11,7 @@ quickly and are not part of what is measured.
 from __future__ import annotations
 
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -144,7 +145,16 @@ def _postgres_processes() -> dict[int, float]:
 
 
 def _runjobs(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    full_env = {**os.environ, "JOBS_LOG_LEVEL": "WARNING", **(env or {})}
+    """A `runjobs` process as production runs one: DEBUG off (Django's debug
+    cursor formats every query for its log, which a deployed runner never
+    pays), and INFO-level lines only for what is not routine."""
+    full_env = {
+        **os.environ,
+        "JOBS_LOG_LEVEL": "WARNING",
+        "DEBUG": "False",
+        "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+        **(env or {}),
+    }
     return subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "runjobs", *args],
         cwd=ROOT,

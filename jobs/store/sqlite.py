@@ -8,7 +8,8 @@ repeats the ready condition, so it stays correct even without the lock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
 
+from jobs.models import Job
 from jobs.store.base import (
     CLAIM_COLUMNS,
     DATETIME_COLUMNS,
@@ -54,11 +56,67 @@ CLAIM_SQL = (
 )
 
 
+#: Settle a batch `done`, each row fenced on its own claim (attempt number and
+#: lease), keeping each non-null result; reports the rows that settled. The
+#: `id IN` list finds the rows through the primary key, the row values fence.
+COMPLETE_MANY_SQL = """
+    UPDATE jobs_job
+    SET state = 'done', lease_expires_at = NULL, finished_at = %s, updated_at = %s,
+        result = {result}
+    WHERE id IN ({ids}) AND state = 'running'
+      AND (id, attempts, lease_expires_at) IN (VALUES {fences})
+    RETURNING id
+"""
+
+
 def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
 class SQLiteStore(Store):
+    def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
+        """One statement for the batch: through the ORM, one fenced update per
+        row was most of a runner's pass on SQLite."""
+        if not done:
+            return set()
+        ids = [self.prepare("id", job.id) for job, _ in done]
+        with_result = [
+            (job_id, result)
+            for job_id, (_, result) in zip(ids, done, strict=True)
+            if result is not None
+        ]
+        result_sql = (
+            "CASE id " + " ".join(["WHEN %s THEN %s"] * len(with_result)) + " ELSE result END"
+            if with_result
+            else "result"
+        )
+        at = self.prepare("finished_at", now)
+        params: list[Any] = [at, at]
+        for job_id, result in with_result:
+            params += [job_id, self.prepare("result", result)]
+        params += ids
+        for job_id, (job, _) in zip(ids, done, strict=True):
+            params += [job_id, job.attempts, self.prepare("lease_expires_at", job.lease_expires_at)]
+        sql = COMPLETE_MANY_SQL.format(
+            result=result_sql,
+            ids=_placeholders(len(ids)),
+            fences=", ".join(["(%s, %s, %s)"] * len(done)),
+        )
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return {self.decode_uuid(row[0]) for row in cursor.fetchall()}
+
+    def settle_and_claim(
+        self,
+        done: Sequence[tuple[Job, Any]],
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+    ) -> tuple[set[uuid.UUID], list[Claim]]:
+        """Both in one transaction: one commit (one WAL sync) per pass, not two."""
+        with transaction.atomic(using=self.using):
+            return super().settle_and_claim(done, now, leases, limit)
+
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
             return []
