@@ -20,6 +20,13 @@ def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
     logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
 
 
+def first_line(error: BaseException) -> str:
+    """The telling line of a database error for an operator: drivers append
+    context lines (the statement, a hint) after the first."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)
+
+
 def _show(value: Any) -> str:
     text = str(value)
     if not text or any(c.isspace() or c in '"=' for c in text):

@@ -167,7 +167,7 @@ class Runner:
                     "runner_database_unavailable",
                     logging.WARNING,
                     outcome="retrying",
-                    error=str(error).strip().splitlines()[0] if str(error).strip() else repr(error),
+                    error=log.first_line(error),
                     retry_in_seconds=delay,
                 )
                 connections[self.using].close()

@@ -230,9 +230,12 @@ class Store:
         limit: int,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
-        trips as the vendor allows. Returns the settled ids and the claims."""
-        won = self.complete_many(done, now) if done else set()
-        return won, self.claim(now, leases, limit)
+        trips as the vendor allows, in one transaction (one commit per pass).
+        Returns the settled ids and the claims."""
+        if not done:
+            return set(), self.claim(now, leases, limit)
+        with transaction.atomic(using=self.using):
+            return self.complete_many(done, now), self.claim(now, leases, limit)
 
     def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
         """Back to `queued` at `run_at`, keeping the attempt count."""

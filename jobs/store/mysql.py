@@ -278,10 +278,8 @@ class MySQLStore(Store):
             # the rows a chunk finds locked (another runner's claim) or no
             # longer ready are made up from the next chunk.
             while candidates and len(prior) < limit:
-                chunk, candidates = (
-                    candidates[: limit - len(prior)],
-                    candidates[limit - len(prior) :],
-                )
+                wanted = limit - len(prior)
+                chunk, candidates = candidates[:wanted], candidates[wanted:]
                 cursor.execute(
                     LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), kinds=in_kinds),
                     [*chunk, *ready_params],

@@ -106,17 +106,6 @@ class SQLiteStore(Store):
             cursor.execute(sql, params)
             return {self.decode_uuid(row[0]) for row in cursor.fetchall()}
 
-    def settle_and_claim(
-        self,
-        done: Sequence[tuple[Job, Any]],
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-    ) -> tuple[set[uuid.UUID], list[Claim]]:
-        """Both in one transaction: one commit (one WAL sync) per pass, not two."""
-        with transaction.atomic(using=self.using):
-            return super().settle_and_claim(done, now, leases, limit)
-
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
             return []

@@ -15,7 +15,7 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli
+from jobs import cli, log
 
 EXIT_STATUS = """\
 exit status:
@@ -140,8 +140,7 @@ class Command(BaseCommand):
         try:
             status = self._dispatch(options)
         except (DatabaseError, InterfaceError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-            raise CommandError(f"the database did not answer: {first}") from error
+            raise CommandError(f"the database did not answer: {log.first_line(error)}") from error
         except BrokenPipeError:
             # `jobs list | head`: the reader has gone, which is no error of
             # ours. Point stdout at /dev/null so the interpreter's own flush at

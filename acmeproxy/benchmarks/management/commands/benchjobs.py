@@ -15,6 +15,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from acmeproxy.benchmarks import bench
+from jobs import log
 
 PARTS = ("drain", "enqueue", "latency", "ceiling", "scale")
 
@@ -45,7 +46,7 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
         except DatabaseError as error:
             raise CommandError(
-                f"cannot use the database DATABASE_URL names: {str(error).strip()}"
+                f"cannot use the database DATABASE_URL names: {log.first_line(error)}"
             ) from error
         results: list[bench.Result] = []
         if "drain" in parts:
