@@ -12,6 +12,12 @@ from typing import Any
 logger = logging.getLogger("jobs")
 
 
+def enabled(level: int) -> bool:
+    """Whether an event at `level` would be logged: for hot paths that would
+    otherwise build an event's fields for every job only to drop them."""
+    return logger.isEnabledFor(level)
+
+
 def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log event `name` with `fields`, skipping the formatting when nobody listens."""
     if not logger.isEnabledFor(level):

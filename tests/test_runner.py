@@ -25,6 +25,7 @@ from freezegun import freeze_time
 from jobs import Done, Failed, JobHandler, JobSpec, Reschedule, Retry, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.registry import Registry
+from jobs.runner import producer
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -725,6 +726,74 @@ def test_no_more_than_max_concurrent_attempts_run_at_once(
     assert blocked.most_at_once == 3, "never more than max_concurrent at once"
     assert set(Job.objects.values_list("state", flat=True)) == {State.DONE}
     assert len(blocked.runs) == 10
+
+
+class Staggered(Recording):
+    """Finishes after a delay set by its key's number, so attempts end one by one."""
+
+    kind = "test.staggered"
+    step = 0.02
+
+    def run(self, job: Job) -> Any:
+        threading.Event().wait(self.step * (int(job.key[1:]) % 4))
+        return super().run(job)
+
+
+def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
+    registry, make_runner, configure, monkeypatch
+):
+    """Attempts of one pass finish 20 ms apart; the next pass waits for them
+    (here without a time limit) and settles and refills all four slots in one
+    statement, instead of a pass per finished attempt."""
+    monkeypatch.setattr(producer, "GATHER_SECONDS", WAIT)
+    install(registry, Staggered)
+    configure(max_concurrent=4)
+    for n in range(8):
+        assert enqueue(JobSpec.now(Staggered.kind, f"k{n}"))
+    runner = make_runner(registry=registry)
+    passes: list[tuple[int, int]] = []
+    settle_and_claim = runner.store.settle_and_claim
+
+    def recorded(done: Any, now: datetime, leases: Any, limit: int) -> Any:
+        won, claims = settle_and_claim(done, now, leases, limit)
+        passes.append((len(won), len(claims)))
+        return won, claims
+
+    monkeypatch.setattr(runner.store, "settle_and_claim", recorded)
+
+    assert runner.run_pass() == (4, 4)
+    assert runner.run_pass() == (4, 4)
+
+    assert passes == [(0, 4), (4, 4)], "four settled and four claimed, in the second pass"
+
+
+class CountingEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def test_a_pass_waits_for_a_long_attempt_once_and_later_passes_not_at_all(
+    registry, make_runner, configure, blocked, monkeypatch
+):
+    monkeypatch.setattr(producer, "GATHER_SECONDS", 0.01)
+    configure(max_concurrent=2)
+    assert enqueue(JobSpec.now(Blocks.kind, "long"))
+    runner = make_runner(registry=registry)
+    runner._slot_freed = freed = CountingEvent()
+
+    assert runner.run_pass() == (1, 2)
+    assert blocked.wait_running(1)
+    runner.run_pass()
+    assert freed.waits == 1, "the pass after the claim waited for the attempt, once"
+    runner.run_pass()
+    runner.run_pass()
+
+    assert freed.waits == 1, "an attempt still running is not waited for again"
 
 
 def test_each_transition_is_one_structured_log_line_on_the_jobs_logger(

@@ -781,3 +781,25 @@ def test_the_postgresql_claim_is_prepared_once_per_connection_unless_settings_sa
 
     assert _prepared_claims() == (1 if prepared else 0)
     assert Job.objects.filter(state=State.RUNNING).count() == 3, "every claim still claimed"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        (mode,) = cursor.fetchone()
+    assert mode == ("force_generic_plan" if prepared else "auto"), (
+        "a prepared claim is planned once, not at every execution"
+    )
+
+
+def test_a_claimed_job_holds_what_the_orm_would_load_for_its_row(store):
+    """The claim builds its `Job` without `Model.__init__`; it must still be
+    the same instance the ORM would give for the row, field by field."""
+    queue("k", payload={"order": 7}, deadline=T0 + timedelta(hours=1))
+    (claim,) = store.claim(T0, {KIND: LEASE}, 1)
+    loaded = Job.objects.get(id=claim.job.id)
+
+    for field in Job._meta.concrete_fields:
+        if not field.generated:
+            assert getattr(claim.job, field.attname) == getattr(loaded, field.attname), field.name
+    assert claim.job == loaded
+    assert not claim.job._state.adding
+    assert claim.job._state.db == loaded._state.db
+    assert claim.job.live is True, "a column the claim does not read is loaded when asked for"

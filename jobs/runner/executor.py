@@ -9,12 +9,14 @@ result is discarded rather than written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
 import threading
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -64,6 +66,11 @@ class Attempt:
         self._taken = False
         #: Set when a `Done` was handed to the producer to settle in a batch.
         self.handed_off = False
+
+    @property
+    def finished(self) -> bool:
+        """True once the worker has an outcome, or the attempt was timed out."""
+        return self._taken
 
     def take(self) -> bool:
         """True for the first caller only: whoever takes the attempt settles it."""
@@ -122,9 +129,11 @@ class Executor:
 
     def report_done(self, batch: list[tuple[Attempt, Done]], won: set[uuid.UUID]) -> None:
         """Log each settled `Done`, and each that lost its row to a newer claim."""
+        log_done = log.enabled(logging.DEBUG)
         for attempt, _ in batch:
             if attempt.job.id in won:
-                log.event("job_done", logging.DEBUG, outcome="done", **_ids(attempt.job))
+                if log_done:
+                    log.event("job_done", logging.DEBUG, outcome="done", **_ids(attempt.job))
             else:
                 self.lost(attempt.job, "done")
 
@@ -177,7 +186,7 @@ class Executor:
         """Call the handler; any exception, or a non-outcome, becomes a Retry."""
         handler, job = attempt.handler, attempt.job
         try:
-            if inspect.iscoroutinefunction(handler.run):
+            if _is_coroutine_function(handler.run):
                 result = asyncio.run(_bounded(handler.run(job), attempt.budget))
             else:
                 result = handler.run(job)
@@ -391,6 +400,22 @@ def _after(moment: datetime, delay: timedelta) -> datetime | None:
         return moment + delay
     except OverflowError:
         return None
+
+
+def _is_coroutine_function(method: Callable[..., object]) -> bool:
+    """`inspect.iscoroutinefunction`, remembered per function: it unwraps
+    partials and decorators on every call, a cost paid for every attempt."""
+    function = getattr(method, "__func__", method)
+    try:
+        return _COROUTINE_FUNCTIONS[function]
+    except (KeyError, TypeError):  # new, or not hashable
+        answer = inspect.iscoroutinefunction(method)
+        with contextlib.suppress(TypeError):
+            _COROUTINE_FUNCTIONS[function] = answer
+        return answer
+
+
+_COROUTINE_FUNCTIONS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
 
 
 def _ids(job: Job) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connections
 
 from jobs import log
@@ -30,6 +31,8 @@ def forget_queries() -> None:
     each pass and a worker after each attempt. A log someone is reading
     (`CaptureQueriesContext` forces the debug cursor) is left alone.
     """
+    if not settings.DEBUG:
+        return  # nothing is logged without DEBUG
     for connection in connections.all(initialized_only=True):
         if not connection.force_debug_cursor:
             connection.queries_log.clear()

@@ -44,6 +44,10 @@ CONFIG_CHECK_SECONDS = 1.0
 #: Start-up against a database that does not answer yet (a deploy that starts
 #: workers before the database, a failover) waits and tries again, doubling
 #: the wait from the first to the last, rather than exiting with a traceback.
+#: How long a pass waits for one more of the attempts the previous pass started
+#: (see `Runner._gather`).
+GATHER_SECONDS = 0.002
+
 STARTUP_RETRY_FIRST_SECONDS = 0.5
 STARTUP_RETRY_MAX_SECONDS = 5.0
 
@@ -77,6 +81,10 @@ class Runner:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: dict[uuid.UUID, Attempt] = {}
+        #: The attempts the last pass started, and an event set whenever one
+        #: finishes: what `_gather` waits on.
+        self._last_started: list[Attempt] = []
+        self._slot_freed = threading.Event()
         #: Attempts that ended `Done`, waiting for the next pass to settle them
         #: together: one statement and one commit for the batch, not one each.
         self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
@@ -266,10 +274,7 @@ class Runner:
         now = self.clock()
         settings = self._refresh()
         self._reap(now)
-        # Give the GIL to workers that are about to finish, so this pass
-        # settles their attempts too instead of leaving each to a pass of
-        # its own: at short attempts, passes per job bound the drain.
-        time.sleep(0)
+        self._gather()
         batch = self._take_completed()
         running = len(self.in_flight()) - len(batch)
         self.presence.beat(running, settings.max_concurrent)
@@ -287,6 +292,8 @@ class Runner:
             for attempt, _ in batch:
                 self._release(attempt)
         self.executor.report_done(batch, won)
+        started: list[Attempt] = []
+        log_claims = log.enabled(logging.DEBUG)
         for claim in claims:
             job = claim.job
             handler = self.registry.get(job.kind)
@@ -294,19 +301,44 @@ class Runner:
             attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
             with self._lock:
                 self._in_flight[job.id] = attempt
-            log.event(
-                "job_reclaimed" if claim.reclaimed else "job_claimed",
-                logging.WARNING if claim.reclaimed else logging.DEBUG,
-                outcome="claimed",
-                job_id=job.id,
-                kind=job.kind,
-                key=job.key,
-                attempt=job.attempts,
-                lease_expires_at=job.lease_expires_at.isoformat() if job.lease_expires_at else "",
-            )
+            if claim.reclaimed or log_claims:
+                log.event(
+                    "job_reclaimed" if claim.reclaimed else "job_claimed",
+                    logging.WARNING if claim.reclaimed else logging.DEBUG,
+                    outcome="claimed",
+                    job_id=job.id,
+                    kind=job.kind,
+                    key=job.key,
+                    attempt=job.attempts,
+                    lease_expires_at=job.lease_expires_at.isoformat()
+                    if job.lease_expires_at
+                    else "",
+                )
             self.pool.submit(attempt)
+            started.append(attempt)
+        self._last_started = started
         self.passes += 1
         return len(claims), free
+
+    def _gather(self) -> None:
+        """Wait a moment for the attempts the previous pass started, so the slots
+        they free are claimed together, in one statement and one commit.
+
+        Without it, short attempts (a few ms) finish one by one while a pass is
+        under way, each next pass claims the one or two slots freed so far, and
+        the drain pays a round trip and a commit per job or two. Each wait ends
+        at the next finish or after `GATHER_SECONDS`; the gathering stops when
+        every attempt of the previous pass has finished, or a wait passes with
+        none. An attempt that runs longer is waited for by one pass at most:
+        after that it is not the previous pass's.
+        """
+        started, self._last_started = self._last_started, []
+        while True:
+            self._slot_freed.clear()
+            if all(attempt.finished for attempt in started):
+                return
+            if not self._slot_freed.wait(GATHER_SECONDS):
+                return
 
     def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
         """The handler's own attempt budget, or the configured one when it has none.
@@ -350,6 +382,7 @@ class Runner:
     def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
         """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
         self._completed.append((attempt, outcome))
+        self._slot_freed.set()
         self.doorbell.set()
 
     def _take_completed(self) -> list[tuple[Attempt, Done]]:
@@ -373,6 +406,7 @@ class Runner:
         with self._lock:
             if self._in_flight.get(attempt.job.id) is attempt:
                 del self._in_flight[attempt.job.id]
+        self._slot_freed.set()
         self.doorbell.set()
 
     def _reap(self, now: datetime) -> None:
