@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -81,10 +81,8 @@ class Runner:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: dict[uuid.UUID, Attempt] = {}
-        #: The attempts the last pass started, and an event set whenever one
-        #: finishes: what `_gather` waits on.
+        #: The attempts the last pass started: what `_gather` waits for.
         self._last_started: list[Attempt] = []
-        self._slot_freed = threading.Event()
         #: Attempts that ended `Done`, waiting for the next pass to settle them
         #: together: one statement and one commit for the batch, not one each.
         self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
@@ -289,8 +287,7 @@ class Runner:
             self.executor.settle_failed(batch, error)
             raise
         finally:
-            for attempt, _ in batch:
-                self._release(attempt)
+            self._forget(attempt for attempt, _ in batch)
         self.executor.report_done(batch, won)
         started: list[Attempt] = []
         log_claims = log.enabled(logging.DEBUG)
@@ -330,14 +327,16 @@ class Runner:
         at the next finish or after `GATHER_SECONDS`; the gathering stops when
         every attempt of the previous pass has finished, or a wait passes with
         none. An attempt that runs longer is waited for by one pass at most:
-        after that it is not the previous pass's.
+        after that it is not the previous pass's. The wait is on the doorbell,
+        which every finish rings; any other ring only ends it early, and a pass
+        (what a ring asks for) follows at once.
         """
         started, self._last_started = self._last_started, []
         while True:
-            self._slot_freed.clear()
+            self.doorbell.clear()
             if all(attempt.finished for attempt in started):
                 return
-            if not self._slot_freed.wait(GATHER_SECONDS):
+            if not self.doorbell.wait(GATHER_SECONDS):
                 return
 
     def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
@@ -382,7 +381,6 @@ class Runner:
     def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
         """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
         self._completed.append((attempt, outcome))
-        self._slot_freed.set()
         self.doorbell.set()
 
     def _take_completed(self) -> list[tuple[Attempt, Done]]:
@@ -399,15 +397,21 @@ class Runner:
         try:
             self.executor.complete_many(batch, now)
         finally:
-            for attempt, _ in batch:
-                self._release(attempt)
+            self._forget(attempt for attempt, _ in batch)
 
     def _release(self, attempt: Attempt) -> None:
-        with self._lock:
-            if self._in_flight.get(attempt.job.id) is attempt:
-                del self._in_flight[attempt.job.id]
-        self._slot_freed.set()
+        """Free `attempt`'s slot and ring the doorbell: for a finish the loop
+        has not seen (a worker's own settle, a timeout)."""
+        self._forget([attempt])
         self.doorbell.set()
+
+    def _forget(self, attempts: Iterable[Attempt]) -> None:
+        """Free the slots of attempts the loop itself has just settled; no ring,
+        since the loop is the one that would answer it."""
+        with self._lock:
+            for attempt in attempts:
+                if self._in_flight.get(attempt.job.id) is attempt:
+                    del self._in_flight[attempt.job.id]
 
     def _reap(self, now: datetime) -> None:
         for attempt in self.in_flight():

@@ -14,9 +14,10 @@ import json
 import logging
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.conf import settings
@@ -154,22 +155,46 @@ SETTLE_AND_CLAIM_SQL = f"""
 """
 
 
+class _PreparingCursor(psycopg.Cursor[Any]):
+    """psycopg's server-binding cursor, preparing every statement it runs:
+    what `_fetch` hands to Django's cursor wrapper, which cannot pass `prepare`."""
+
+    def execute(
+        self,
+        query: Any,
+        params: Any = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Any:
+        return super().execute(
+            query, params, prepare=True if prepare is None else prepare, binary=binary
+        )
+
+
+#: Connections on which `GENERIC_PLANS_SQL` has been run.
+_PLANNING_ONCE: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+
 class PostgreSQLStore(Store):
     INSERT_SQL = INSERT_SQL
     wakes_other_processes = True
 
-    def _fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """Run one of the runner's hot statements and return its rows.
+    def _fetch(
+        self, sql: str, params: Mapping[str, Any] | Sequence[Any], *, plan_once: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Run one of this store's hot statements and return its rows.
 
         Parameters are bound by the server, not quoted into the text on the
         client as Django's cursors do: a pass names every id it settles, and
         quoting those arrays in Python, then parsing them in PostgreSQL, cost
         more than the work. And the statement is prepared once per connection
-        and planned once (see `GENERIC_PLANS_SQL`), unless
+        (and, with `plan_once`, planned once: see `GENERIC_PLANS_SQL`), unless
         `settings.JOBS_PREPARED_STATEMENTS` is False: needed only behind a
         transaction-mode pooler that cannot keep prepared statements
-        (PgBouncer before 1.21). Django's error wrapper still applies, so a
-        lost connection is the `DatabaseError` the runner handles.
+        (PgBouncer before 1.21). It still runs through Django's cursor wrapper,
+        so its errors are Django's `DatabaseError`, execute wrappers see it,
+        and DEBUG's query log (and `CaptureQueriesContext`) lists it.
         """
         self.connection.ensure_connection()
         raw = self.connection.connection
@@ -177,42 +202,71 @@ class PostgreSQLStore(Store):
         if prepare and raw.prepare_threshold is None:
             # A new connection: Django turns preparing off for all of it.
             raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
+        if prepare and plan_once and raw not in _PLANNING_ONCE:
             with self.connection.wrap_database_errors:
                 raw.execute(GENERIC_PLANS_SQL)
-        with self.connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-            cursor.execute(sql, params, prepare=prepare)
-            return cursor.fetchall()
+            _PLANNING_ONCE.add(raw)
+        cursor_class = _PreparingCursor if prepare else psycopg.Cursor
+        wrap = (
+            self.connection.make_debug_cursor
+            if self.connection.queries_logged
+            else self.connection.make_cursor
+        )
+        # Typed as taking Django's own wrapper; at run time any DB-API cursor.
+        with wrap(cast(Any, cursor_class(raw))) as cursor:
+            cursor.execute(sql, params)
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+            return rows
+
+    def insert(self, row: NewJob) -> bool:
+        """The portable insert, bound by the server and prepared (see `_fetch`):
+        quoting ten values on the client was most of an enqueue's own time."""
+        params = [
+            row.id,
+            row.kind,
+            row.key,
+            Jsonb(row.payload),
+            row.max_attempts,
+            row.default_max_attempts,
+            row.run_at,
+            row.deadline,
+            row.now,
+            row.now,
+        ]
+        return bool(self._fetch(self.INSERT_SQL, params))
 
     def notify(self, payload: str = "") -> None:
         with self.connection.cursor() as cursor:
             cursor.execute(NOTIFY_SQL, [payload])
 
     def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
+        """One statement for the batch, its columns as array literals (see
+        `_settle_params`), then one notice if anything was inserted."""
         if not rows:
             return set()
         params: list[Any] = [
             rows[0].default_max_attempts,
             rows[0].now,
             rows[0].now,
-            [row.id for row in rows],
-            [row.kind for row in rows],
-            [row.key for row in rows],
-            [Jsonb(row.payload) for row in rows],
-            [row.max_attempts for row in rows],
-            [row.run_at for row in rows],
-            [row.deadline for row in rows],
+            _array_literal(str(row.id) for row in rows),
+            _array_literal(row.kind for row in rows),
+            _array_literal(row.key for row in rows),
+            _array_literal(json.dumps(row.payload, allow_nan=False) for row in rows),
+            _array_literal(None if n is None else str(n) for n in (r.max_attempts for r in rows)),
+            _array_literal(row.run_at.isoformat() for row in rows),
+            _array_literal(
+                None if row.deadline is None else row.deadline.isoformat() for row in rows
+            ),
         ]
-        with self.connection.cursor() as cursor:
-            cursor.execute(INSERT_MANY_SQL, params)
-            inserted = {row[0] for row in cursor.fetchall()}
-            if inserted:
-                cursor.execute(NOTIFY_SQL, [""])
+        inserted = {row[0] for row in self._fetch(INSERT_MANY_SQL, params)}
+        if inserted:
+            self.notify()
         return inserted
 
     def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
         if not done:
             return set()
-        rows = self._fetch(COMPLETE_MANY_SQL, {"now": now, **_settle_params(done)})
+        rows = self._fetch(COMPLETE_MANY_SQL, {"now": now, **_settle_params(done)}, plan_once=True)
         return {row[0] for row in rows}
 
     def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
@@ -253,7 +307,7 @@ class PostgreSQLStore(Store):
         if not done or limit < 1 or not leases:
             return super().settle_and_claim(done, now, leases, limit)
         params = {**_claim_params(now, leases, limit), **_settle_params(done)}
-        rows = self._fetch(SETTLE_AND_CLAIM_SQL, params)
+        rows = self._fetch(SETTLE_AND_CLAIM_SQL, params, plan_once=True)
         won = {row[1] for row in rows if row[0] == "settled"}
         claims = [
             self.claim_from_row(row[1:-1], row[-1] == "running")
@@ -265,7 +319,7 @@ class PostgreSQLStore(Store):
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
             return []
-        rows = self._fetch(CLAIM_SQL, _claim_params(now, leases, limit))
+        rows = self._fetch(CLAIM_SQL, _claim_params(now, leases, limit), plan_once=True)
         claims = [self.claim_from_row(row[:-1], row[-1] == "running") for row in rows]
         return in_run_at_order(claims)
 
