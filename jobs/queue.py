@@ -63,9 +63,9 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     only when the caller commits. `job_id` chooses the new row's id, for
     callers that must hand it out (the `django.tasks` backend).
     """
-    spec.validate()
+    payload_json = spec.validate()
     store = for_database(using)
-    inserted = store.insert(_row(spec, job_id or uuid.uuid4(), timezone.now()))
+    inserted = store.insert(_row(spec, payload_json, job_id or uuid.uuid4(), timezone.now()))
     if inserted:
         transaction.on_commit(wakeup.ring, using=store.using)
     return inserted
@@ -80,24 +80,27 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     statement on PostgreSQL; one transaction on SQLite.
     """
     specs = list(specs)
-    for spec in specs:
-        spec.validate()
+    payloads = [spec.validate() for spec in specs]
     if not specs:
         return []
     store, now = for_database(using), timezone.now()
-    rows = [_row(spec, uuid.uuid4(), now) for spec in specs]
+    rows = [
+        _row(spec, payload, uuid.uuid4(), now)
+        for spec, payload in zip(specs, payloads, strict=True)
+    ]
     inserted = store.insert_many(rows)
     if inserted:
         transaction.on_commit(wakeup.ring, using=store.using)
     return [row.id in inserted for row in rows]
 
 
-def _row(spec: JobSpec, job_id: uuid.UUID, now: datetime) -> NewJob:
+def _row(spec: JobSpec, payload_json: str, job_id: uuid.UUID, now: datetime) -> NewJob:
     return NewJob(
         id=job_id,
         kind=spec.kind,
         key=spec.key,
         payload=spec.payload,
+        payload_json=payload_json,
         max_attempts=spec.max_attempts,
         default_max_attempts=config.initial().max_attempts,
         run_at=spec.run_at,

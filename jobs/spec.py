@@ -119,8 +119,12 @@ class JobSpec:
             )
         return text
 
-    def validate(self) -> None:
-        """Raise `InvalidJobSpec` unless every field can be queued as it is."""
+    def validate(self) -> str:
+        """Raise `InvalidJobSpec` unless every field can be queued as it is.
+
+        Returns the payload as the JSON text it checked, for the insert to
+        write rather than encode again.
+        """
         for name, value, limit in (
             ("kind", self.kind, KIND_MAX_LENGTH),
             ("key", self.key, KEY_MAX_LENGTH),
@@ -171,4 +175,4 @@ class JobSpec:
                 f"max_attempts must be a positive integer no larger than {MAX_ATTEMPTS_LIMIT}, "
                 f"got {self.max_attempts!r}"
             )
-        self.encoded_payload()
+        return self.encoded_payload()

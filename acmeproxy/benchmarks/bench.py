@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -43,6 +43,23 @@ TUNED = {"max_concurrent": 64, "poll_interval_ms": 50}
 class Result:
     part: str
     numbers: dict[str, Any] = field(default_factory=dict)
+
+
+def median_of(repeat: int, run: Callable[[], list[Result]]) -> list[Result]:
+    """`run` `repeat` times; for each part it measures, the run with the median
+    rate, with every run's rate beside it (one run on this 2-core machine can
+    differ from the next by a third)."""
+    runs = [run() for _ in range(max(1, repeat))]
+    chosen = []
+    for results in zip(*runs, strict=True):
+        ordered = sorted(results, key=lambda result: result.numbers.get("jobs_per_second") or 0)
+        median = ordered[len(ordered) // 2]
+        if len(ordered) > 1:
+            median.numbers["runs_jobs_per_second"] = [
+                result.numbers.get("jobs_per_second") for result in results
+            ]
+        chosen.append(median)
+    return chosen
 
 
 def describe_database() -> str:

@@ -37,6 +37,8 @@ class NewJob:
     kind: str
     key: str
     payload: dict[str, Any]  # already checked to be a JSON object
+    #: The payload as the JSON text `JobSpec.validate` checked.
+    payload_json: str
     #: The spec's own budget, or None to take the configured one.
     max_attempts: int | None
     #: The budget to use when the spec has none and the config row is unusable.

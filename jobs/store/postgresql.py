@@ -225,7 +225,7 @@ class PostgreSQLStore(Store):
             row.id,
             row.kind,
             row.key,
-            Jsonb(row.payload),
+            Jsonb(row.payload_json, dumps=_already_json),
             row.max_attempts,
             row.default_max_attempts,
             row.run_at,
@@ -251,7 +251,7 @@ class PostgreSQLStore(Store):
             _array_literal(str(row.id) for row in rows),
             _array_literal(row.kind for row in rows),
             _array_literal(row.key for row in rows),
-            _array_literal(json.dumps(row.payload, allow_nan=False) for row in rows),
+            _array_literal(row.payload_json for row in rows),
             _array_literal(None if n is None else str(n) for n in (r.max_attempts for r in rows)),
             _array_literal(row.run_at.isoformat() for row in rows),
             _array_literal(
@@ -343,6 +343,11 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
             None if result is None else json.dumps(result, allow_nan=False) for _, result in done
         ),
     }
+
+
+def _already_json(text: str) -> str:
+    """For `Jsonb`: the payload is JSON text already, checked by `JobSpec.validate`."""
+    return text
 
 
 def _array_literal(items: Iterable[str | None]) -> str:

@@ -37,6 +37,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--settled", type=int, default=1_000_000, help="History rows for scale."
         )
+        parser.add_argument(
+            "--repeat",
+            type=int,
+            default=3,
+            help="Runs of drain and enqueue; the median run is shown (3).",
+        )
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -49,11 +55,14 @@ class Command(BaseCommand):
                 f"cannot use the database DATABASE_URL names: {log.first_line(error)}"
             ) from error
         results: list[bench.Result] = []
+        repeat, jobs = options["repeat"], options["jobs"]
+        if repeat < 1:
+            raise CommandError("--repeat must be at least 1")
         if "drain" in parts:
-            results.append(bench.drain(options["jobs"], "default config"))
-            results.append(bench.drain(options["jobs"], "tuned", **bench.TUNED))
+            results += bench.median_of(repeat, lambda: [bench.drain(jobs, "default config")])
+            results += bench.median_of(repeat, lambda: [bench.drain(jobs, "tuned", **bench.TUNED)])
         if "enqueue" in parts:
-            results.extend(bench.enqueue_rates(options["enqueues"]))
+            results += bench.median_of(repeat, lambda: bench.enqueue_rates(options["enqueues"]))
         if "latency" in parts:
             results.append(bench.latency(200, 0.02))
         if "ceiling" in parts:
