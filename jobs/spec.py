@@ -93,23 +93,27 @@ class JobSpec:
                 f"payload must be a JSON object (a dict), not {type(self.payload).__name__}"
             )
         try:
+            # Escaped to ASCII, as SQLite and MySQL store it: the limit is on this text.
             text = json.dumps(self.payload, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise InvalidJobSpec(f"payload is not JSON-serialisable: {error}") from error
-        size = len(text.encode())
+        size = len(text)  # ASCII: one byte a character
         if size > PAYLOAD_MAX_BYTES:
             raise InvalidJobSpec(
                 f"payload is {size} bytes of JSON; the limit is {PAYLOAD_MAX_BYTES}"
             )
         if "\\u0000" in text:
             raise InvalidJobSpec("payload contains a NUL character, which PostgreSQL cannot store")
-        try:
-            json.dumps(self.payload, ensure_ascii=False).encode()
-        except UnicodeEncodeError as error:
-            raise InvalidJobSpec(
-                "payload contains a lone surrogate, which is not text PostgreSQL can store: "
-                f"{error}"
-            ) from error
+        if "\\ud" in text:
+            # A surrogate, escaped: fine in a pair (a character past U+FFFF),
+            # refused alone. Only then is the text encoded again to tell which.
+            try:
+                json.dumps(self.payload, ensure_ascii=False).encode()
+            except UnicodeEncodeError as error:
+                raise InvalidJobSpec(
+                    "payload contains a lone surrogate, which is not text PostgreSQL can "
+                    f"store: {error}"
+                ) from error
         if json.loads(text) != self.payload:
             # Non-string keys become strings and tuples become lists: the
             # handler would read back something other than what was queued.

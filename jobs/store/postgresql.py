@@ -248,13 +248,15 @@ class PostgreSQLStore(Store):
             rows[0].default_max_attempts,
             rows[0].now,
             rows[0].now,
-            _array_literal(str(row.id) for row in rows),
+            _plain_array_literal(str(row.id) for row in rows),
             _array_literal(row.kind for row in rows),
             _array_literal(row.key for row in rows),
             _array_literal(row.payload_json for row in rows),
-            _array_literal(None if n is None else str(n) for n in (r.max_attempts for r in rows)),
-            _array_literal(row.run_at.isoformat() for row in rows),
-            _array_literal(
+            _plain_array_literal(
+                None if n is None else str(n) for n in (r.max_attempts for r in rows)
+            ),
+            _plain_array_literal(row.run_at.isoformat() for row in rows),
+            _plain_array_literal(
                 None if row.deadline is None else row.deadline.isoformat() for row in rows
             ),
         ]
@@ -333,9 +335,9 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
     each literal to its array type, so a malformed one is refused, not guessed.
     """
     return {
-        "ids": _array_literal(str(job.id) for job, _ in done),
-        "attempts": _array_literal(str(job.attempts) for job, _ in done),
-        "leases": _array_literal(
+        "ids": _plain_array_literal(str(job.id) for job, _ in done),
+        "attempts": _plain_array_literal(str(job.attempts) for job, _ in done),
+        "leases": _plain_array_literal(
             None if job.lease_expires_at is None else job.lease_expires_at.isoformat()
             for job, _ in done
         ),
@@ -348,6 +350,12 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
 def _already_json(text: str) -> str:
     """For `Jsonb`: the payload is JSON text already, checked by `JobSpec.validate`."""
     return text
+
+
+def _plain_array_literal(items: Iterable[str | None]) -> str:
+    """`_array_literal` for items that need no quoting: the text of UUIDs,
+    integers and ISO timestamps has no comma, quote, brace, backslash or space."""
+    return "{" + ",".join("NULL" if item is None else item for item in items) + "}"
 
 
 def _array_literal(items: Iterable[str | None]) -> str:
@@ -368,6 +376,6 @@ def _claim_params(now: datetime, leases: Mapping[str, timedelta], limit: int) ->
     return {
         "now": now,
         "kinds": _array_literal(kinds),
-        "expires": _array_literal((now + leases[kind]).isoformat() for kind in kinds),
+        "expires": _plain_array_literal((now + leases[kind]).isoformat() for kind in kinds),
         "limit": limit,
     }
