@@ -404,3 +404,24 @@ def test_an_upstream_that_trickles_its_answer_is_cut_off_at_the_timeout(settings
 
     assert answer == upstream_client.Unavailable("upstream did not answer within 0.5s")
     assert took < 1.5, f"the request ended at its timeout, not after the whole answer ({took:.2f}s)"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("post", "/orders", 201),
+        ("get", "/orders/{id}/", 200),
+        ("post", "/orders/{id}/finalize/", 200),
+    ],
+)
+def test_each_route_answers_json_with_or_without_its_trailing_slash(client, method, path, status):
+    """A client's habit about slashes must reach the API, not the site's HTML 404
+    (or, for a POST under DEBUG, Django's APPEND_SLASH error page)."""
+    order_id = create_order(client)
+
+    answer = getattr(client, method)(
+        path.format(id=order_id), data={}, content_type="application/json"
+    )
+
+    assert answer.status_code == status
+    assert answer["Content-Type"] == "application/json"
