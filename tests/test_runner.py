@@ -26,6 +26,7 @@ from jobs import Done, Failed, JobHandler, JobSpec, Reschedule, Retry, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.registry import Registry
 from jobs.runner import producer
+from tests.helpers import wait_until
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -791,6 +792,69 @@ def test_a_pass_waits_for_a_long_attempt_once_and_later_passes_not_at_all(
     runner.run_pass()
 
     assert len(waits) == 1, "an attempt still running is not waited for again"
+
+
+def test_a_pass_of_short_attempts_wakes_the_loop_once_when_the_last_of_them_finishes(
+    registry, make_runner, configure, monkeypatch
+):
+    """Each wake-up of the loop costs more CPU than a no-op job, so the
+    attempts one pass started ring the doorbell once between them, not once each."""
+    monkeypatch.setattr(producer, "GATHER_SECONDS", WAIT)
+    install(registry, Succeeds)
+    configure(max_concurrent=4)
+    for n in range(4):
+        assert enqueue(JobSpec.now(Succeeds.kind, f"k{n}"))
+    runner = make_runner(registry=registry)
+    rings: list[str] = []
+    ring = runner.doorbell.set
+
+    def counted() -> None:
+        rings.append(threading.current_thread().name)
+        ring()
+
+    monkeypatch.setattr(runner.doorbell, "set", counted)
+
+    assert runner.run_pass() == (4, 4)
+    assert wait_until(
+        lambda: len(runner._completed) == 4 and runner.pool.idle() == runner.pool.size
+    )
+    assert runner.run_pass() == (0, 4), "the second pass settles the four"
+
+    from_workers = [name for name in rings if name.startswith("jobs-worker")]
+    assert len(from_workers) == 1, f"one ring, by the last to finish: {rings}"
+    assert set(Job.objects.values_list("state", flat=True)) == {State.DONE}
+
+
+def test_an_idle_runner_settles_a_finished_attempt_while_its_pass_mate_still_runs(
+    registry, make_runner, configure, blocked
+):
+    """Once the loop goes idle (its pass claimed fewer rows than it had slots),
+    every finish rings again: a short attempt's row is settled at once, not when
+    the long one it was claimed with ends, nor at the next poll."""
+    install(registry, Succeeds)
+    configure(max_concurrent=4, poll_interval_ms=60_000)
+    assert enqueue(JobSpec.now(Blocks.kind, "long"))
+    assert enqueue(JobSpec.now(Succeeds.kind, "short"))
+    runner = make_runner(registry=registry)
+
+    def serve() -> None:
+        try:
+            runner.run()
+        finally:
+            connections.close_all()
+
+    loop = threading.Thread(target=serve)
+    loop.start()
+    try:
+        assert blocked.started.wait(WAIT), "the long attempt started"
+        assert wait_until(lambda: the_job(Succeeds.kind, "short").state == State.DONE, WAIT), (
+            "the short attempt was settled while the long one still ran"
+        )
+        assert the_job(Blocks.kind, "long").state == State.RUNNING
+    finally:
+        blocked.release.set()
+        runner.stop()
+        loop.join(WAIT)
 
 
 def test_each_transition_is_one_structured_log_line_on_the_jobs_logger(

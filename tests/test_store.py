@@ -632,6 +632,39 @@ def test_the_postgresql_claim_finds_ready_rows_through_the_jobs_job_ready_index(
     assert live(KIND, "ready0").attempts == 0, "EXPLAIN claimed nothing"
 
 
+@pytest.mark.postgresql
+def test_a_postgresql_claim_rewrites_each_row_in_place_without_writing_an_index_entry(store):
+    """Queued to running keeps `live`, the only column the partial indexes'
+    conditions read, so each claimed row's new version is a HOT update: the
+    claim adds nothing to the table's five indexes."""
+    for n in range(8):
+        queue(f"hot{n}", run_at=T0 - timedelta(seconds=n))
+
+    with connection.cursor() as cursor:
+        cursor.execute(HOT_UPDATES_SQL)
+        (before,) = cursor.fetchone()
+        assert len(store.claim(T0, {KIND: LEASE}, 8)) == 8
+        cursor.execute(HOT_UPDATES_SQL)
+        (after,) = cursor.fetchone()
+
+    assert after - before == 8, "every claimed row was updated in place"
+
+
+@pytest.mark.postgresql
+def test_the_postgresql_jobs_table_leaves_a_fifth_of_each_page_for_claims(store):
+    """Without room on its page, a claimed row's new version goes to another
+    page, and that update writes an entry in every index after all."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE oid = 'jobs_job'::regclass")
+        (options,) = cursor.fetchone()
+
+    assert "fillfactor=80" in (options or [])
+
+
+#: Rows of jobs_job updated in place (HOT) by the current transaction.
+HOT_UPDATES_SQL = "SELECT pg_stat_get_xact_tuples_hot_updated('jobs_job'::regclass)"
+
+
 @only_sqlite
 def test_the_sqlite_claim_finds_ready_rows_through_the_jobs_job_ready_index(store):
     """Django never runs ANALYZE, so the plan must be right on a database without statistics.

@@ -154,6 +154,39 @@ class DatabaseCPU:
         return sum(cpu - self.first.get(pid, 0.0) for pid, cpu in self.last.items())
 
 
+class ResidentMemory:
+    """A process's resident set size, sampled from /proc on a thread until it exits.
+
+    Peak RSS alone cannot tell a runner that grows with every job from one
+    that reached its size early: the peak over the first quarter of the run
+    against the peak over all of it can. Empty where /proc is not there.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.samples: list[float] = []
+        self._status = Path(f"/proc/{pid}/status")
+        self._thread = threading.Thread(target=self._sample_until_gone, daemon=True)
+        self._thread.start()
+
+    def _sample_until_gone(self) -> None:
+        while True:
+            try:
+                status = self._status.read_text()
+            except OSError:
+                return  # exited (or no /proc)
+            for line in status.splitlines():
+                if line.startswith("VmRSS:"):
+                    self.samples.append(int(line.split()[1]) / 1024)
+            time.sleep(0.1)
+
+    def peak(self, until: float = 1.0) -> float | None:
+        """The largest sample in the first `until` of the run (1.0: all of it), in MB."""
+        self._thread.join()
+        if not self.samples:
+            return None
+        return round(max(self.samples[: max(1, int(len(self.samples) * until))]), 1)
+
+
 def _postgres_processes() -> dict[int, float]:
     """CPU seconds so far of every process named postgres, by pid."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -197,6 +230,7 @@ def drain(count: int, label: str, **config: int) -> Result:
     with _config(**config), DatabaseCPU() as database:
         started = time.monotonic()
         process = _runjobs("--burst")
+        memory = ResidentMemory(process.pid)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - started
@@ -213,6 +247,7 @@ def drain(count: int, label: str, **config: int) -> Result:
         "wall_seconds": round(wall, 2),
         "runner_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
         "runner_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "runner_peak_rss_mb_first_quarter": memory.peak(0.25),
         "config": config or "default",
     }
     if connection.vendor == "postgresql":

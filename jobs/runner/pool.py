@@ -98,6 +98,11 @@ class WorkerPool[T]:
         for thread in threads:
             thread.join(max(0.0, give_up - time.monotonic()))
 
+    def idle(self) -> int:
+        """How many threads are waiting for work."""
+        with self._lock:
+            return self._free
+
     @property
     def size(self) -> int:
         return len(self._threads)

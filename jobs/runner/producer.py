@@ -41,15 +41,34 @@ from jobs.store import for_database
 #: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
 CONFIG_CHECK_SECONDS = 1.0
 
-#: Start-up against a database that does not answer yet (a deploy that starts
-#: workers before the database, a failover) waits and tries again, doubling
-#: the wait from the first to the last, rather than exiting with a traceback.
 #: How long a pass waits for one more of the attempts the previous pass started
 #: (see `Runner._gather`).
 GATHER_SECONDS = 0.002
 
+#: Start-up against a database that does not answer yet (a deploy that starts
+#: workers before the database, a failover) waits and tries again, doubling
+#: the wait from the first to the last, rather than exiting with a traceback.
 STARTUP_RETRY_FIRST_SECONDS = 0.5
 STARTUP_RETRY_MAX_SECONDS = 5.0
+
+
+class _Gathering:
+    """The attempts one pass started, for the next pass to wait for (`Runner._gather`).
+
+    While it is `quiet`, their finishes do not ring the doorbell, except the
+    last: a pass of 8 short attempts then wakes the loop once, not 8 times,
+    and each wake-up of a thread costs the runner more CPU than a no-op job.
+    It stops being quiet when the loop stops waiting for them (the gather
+    ends, or the loop goes idle), so a finish is never left unseen.
+    """
+
+    __slots__ = ("finished", "pending", "quiet")
+
+    def __init__(self, attempts: list[Attempt]) -> None:
+        self.pending = set(attempts)
+        #: How many of them have finished so far: the gather's sign of progress.
+        self.finished = 0
+        self.quiet = True
 
 
 class Runner:
@@ -82,7 +101,7 @@ class Runner:
         self._lock = threading.Lock()
         self._in_flight: dict[uuid.UUID, Attempt] = {}
         #: The attempts the last pass started: what `_gather` waits for.
-        self._last_started: list[Attempt] = []
+        self._gathering: _Gathering | None = None
         #: Attempts that ended `Done`, waiting for the next pass to settle them
         #: together: one statement and one commit for the batch, not one each.
         self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
@@ -211,6 +230,7 @@ class Runner:
         another runner takes it.
         """
         give_up = time.monotonic() + grace
+        self._stop_gathering()  # every finish rings from here on
         while self.in_flight():
             remaining = give_up - time.monotonic()
             if remaining <= 0:
@@ -311,9 +331,11 @@ class Runner:
                     if job.lease_expires_at
                     else "",
                 )
-            self.pool.submit(attempt)
             started.append(attempt)
-        self._last_started = started
+        with self._lock:
+            self._gathering = _Gathering(started) if started else None
+        for attempt in started:
+            self.pool.submit(attempt)
         self.passes += 1
         return len(claims), free
 
@@ -323,21 +345,40 @@ class Runner:
 
         Without it, short attempts (a few ms) finish one by one while a pass is
         under way, each next pass claims the one or two slots freed so far, and
-        the drain pays a round trip and a commit per job or two. Each wait ends
-        at the next finish or after `GATHER_SECONDS`; the gathering stops when
-        every attempt of the previous pass has finished, or a wait passes with
-        none. An attempt that runs longer is waited for by one pass at most:
-        after that it is not the previous pass's. The wait is on the doorbell,
-        which every finish rings; any other ring only ends it early, and a pass
-        (what a ring asks for) follows at once.
+        the drain pays a round trip and a commit per job or two. The gathering
+        stops when every attempt of the previous pass has finished, or when
+        `GATHER_SECONDS` pass with none finishing. An attempt that runs longer
+        is waited for by one pass at most: after that it is not the previous
+        pass's. The wait is on the doorbell, which the last of them rings (see
+        `_Gathering`); any other ring ends it early, since a pass (what a ring
+        asks for) follows at once.
         """
-        started, self._last_started = self._last_started, []
+        gathering = self._gathering
+        if gathering is None:
+            return
+        seen = -1
         while True:
             self.doorbell.clear()
-            if all(attempt.finished for attempt in started):
-                return
-            if not self.doorbell.wait(GATHER_SECONDS):
-                return
+            with self._lock:
+                if not gathering.pending or gathering.finished == seen:
+                    break
+                seen = gathering.finished
+                quiet = gathering.quiet
+            if self.doorbell.wait(GATHER_SECONDS) and quiet:
+                break  # the last of them, or another reason for a pass
+        with self._lock:
+            gathering.quiet = False
+            if self._gathering is gathering:
+                self._gathering = None
+
+    def _stop_gathering(self) -> bool:
+        """Make every finish ring from now on; True if some already finished unrung."""
+        with self._lock:
+            gathering = self._gathering
+            if gathering is None or not gathering.quiet:
+                return False
+            gathering.quiet = False
+            return gathering.finished > 0
 
     def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
         """The handler's own attempt budget, or the configured one when it has none.
@@ -381,6 +422,17 @@ class Runner:
     def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
         """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
         self._completed.append((attempt, outcome))
+        self._ring_finished(attempt)
+
+    def _ring_finished(self, attempt: Attempt) -> None:
+        """Ring for a finished attempt, unless a gathering waits for others (`_Gathering`)."""
+        with self._lock:
+            gathering = self._gathering
+            if gathering is not None and attempt in gathering.pending:
+                gathering.pending.discard(attempt)
+                gathering.finished += 1
+                if gathering.quiet and gathering.pending:
+                    return
         self.doorbell.set()
 
     def _take_completed(self) -> list[tuple[Attempt, Done]]:
@@ -403,7 +455,7 @@ class Runner:
         """Free `attempt`'s slot and ring the doorbell: for a finish the loop
         has not seen (a worker's own settle, a timeout)."""
         self._forget([attempt])
-        self.doorbell.set()
+        self._ring_finished(attempt)
 
     def _forget(self, attempts: Iterable[Attempt]) -> None:
         """Free the slots of attempts the loop itself has just settled; no ring,
@@ -438,6 +490,8 @@ class Runner:
         Elapsed time is counted from the waits themselves rather than a clock,
         so a frozen clock in tests cannot stretch or shrink it.
         """
+        if self._stop_gathering():
+            return  # attempts finished while the pass ran: settle them now
         waited = 0.0
         while not self.stopping.is_set():
             remaining = self._current.poll_interval.total_seconds() - waited

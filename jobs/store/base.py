@@ -337,7 +337,7 @@ class Store:
         """Delete up to `limit` settled rows that finished before `before`; the count."""
         jobs = Job.objects.using(self.using)
         ids = list(
-            jobs.filter(state__in=SETTLED_STATES, finished_at__lt=before)
+            jobs.filter(live__isnull=True, finished_at__lt=before)  # the settled index
             .order_by("finished_at")
             .values_list("id", flat=True)[:limit]
         )

@@ -39,6 +39,17 @@ _PREPARE_ONLY_WHEN_ASKED = 2**31
 #: bind on the client); a session setting, it lasts as long as the connection.
 GENERIC_PLANS_SQL = "SET plan_cache_mode = force_generic_plan"
 
+#: Leave a fifth of each new page of jobs_job free, so the claim, which
+#: changes no indexed column (see the model's indexes), can put the row's new
+#: version on the same page: a HOT update, which writes no index entry. At
+#: the default (100, full pages) most claims of freshly queued rows moved to
+#: another page and wrote an entry in each of the table's five indexes.
+#: Measured on a drain: a third less WAL per job and ~15% less database CPU.
+#: Applies to pages filled from now on (migration 0004); `VACUUM FULL` would
+#: rewrite the old ones.
+FILLFACTOR_SQL = "ALTER TABLE jobs_job SET (fillfactor = 80)"
+RESET_FILLFACTOR_SQL = "ALTER TABLE jobs_job RESET (fillfactor)"
+
 #: The channel runners LISTEN on.
 WAKEUP_CHANNEL = "jobs_wakeup"
 
@@ -108,13 +119,14 @@ _SETTLE = """
 
 #: Lock up to N ready rows, skipping rows another claim holds, oldest run_at
 #: first. The range on run_at serves both kinds of ready row from the
-#: jobs_job_ready index: a running row's run_at is in the past too. Used as a
+#: jobs_job_ready index (`live` is its condition, which the planner must see
+#: here to use it): a running row's run_at is in the past too. Used as a
 #: MATERIALIZED CTE so it runs exactly once: as a subquery the planner may
 #: rescan it inside a join, and each rescan can lock more rows than LIMIT.
 _READY = """
     SELECT id, state AS prior_state
     FROM jobs_job
-    WHERE state IN ('queued', 'running')
+    WHERE live AND state IN ('queued', 'running')
       AND run_at <= %(now)s
       AND kind = ANY(%(kinds)s::text[])
       AND (state = 'queued' OR lease_expires_at <= %(now)s)

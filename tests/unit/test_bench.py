@@ -1,9 +1,14 @@
 """The benchmark's own arithmetic: which run it reports when it repeats one.
 
 A single run on a shared 2-core machine can differ from the next by a third,
-so `benchjobs --repeat` reports the median run and every run's rate.
+so `benchjobs --repeat` reports the median run and every run's rate. And
+how it reads a runner's memory over a drain.
 """
 
+import subprocess
+import sys
+
+from acmeproxy.benchmarks import bench
 from acmeproxy.benchmarks.bench import Result, median_of
 
 
@@ -29,3 +34,19 @@ def test_a_single_run_is_reported_as_it_is():
     (only,) = median_of(1, lambda: [Result("drain", {"jobs_per_second": 5})])
 
     assert only.numbers == {"jobs_per_second": 5}
+
+
+def test_resident_memory_shows_a_process_that_grows_late_in_its_run():
+    """What tells a runner that grows with every job from one that is flat:
+    a process that takes 200 MB halfway through peaks far higher over its
+    whole run than over its first quarter."""
+    grows = "import time; time.sleep(1); held = b'x' * (200 * 2**20); time.sleep(1)"
+    process = subprocess.Popen([sys.executable, "-c", grows])
+    memory = bench.ResidentMemory(process.pid)
+    assert process.wait(timeout=30) == 0
+
+    quarter, whole = memory.peak(0.25), memory.peak()
+
+    assert quarter is not None, "sampled from /proc"
+    assert whole is not None
+    assert whole - quarter > 150, f"{quarter} MB in the first quarter, {whole} MB in all"
