@@ -316,8 +316,6 @@ class Runner:
             handler = self.registry.get(job.kind)
             assert handler is not None, "a claim only returns kinds the registry has"
             attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
-            with self._lock:
-                self._in_flight[job.id] = attempt
             if claim.reclaimed or log_claims:
                 log.event(
                     "job_reclaimed" if claim.reclaimed else "job_claimed",
@@ -333,9 +331,9 @@ class Runner:
                 )
             started.append(attempt)
         with self._lock:
+            self._in_flight.update((attempt.job.id, attempt) for attempt in started)
             self._gathering = _Gathering(started) if started else None
-        for attempt in started:
-            self.pool.submit(attempt)
+        self.pool.submit_many(started)
         self.passes += 1
         return len(claims), free
 
