@@ -670,6 +670,65 @@ def test_recover_in_two_runners_queues_no_duplicate(registry, make_runner):
     assert Job.objects.filter(kind=Periodic.kind).count() == 1, "one live row, not two"
 
 
+# -- lanes ---------------------------------------------------------------------------
+
+
+def test_lanes_split_max_concurrent_into_shares_that_add_up_to_it(make_runner, configure):
+    configure(max_concurrent=8)
+    shares = [make_runner(lane=lane, lanes=3) for lane in range(3)]
+    config = shares[0].settings()
+
+    assert [runner.slots(config) for runner in shares] == [3, 3, 2]
+
+    configure(max_concurrent=1)
+    pair = [make_runner(lane=lane, lanes=2) for lane in range(2)]
+    assert [runner.slots(pair[0].settings()) for runner in pair] == [1, 0], (
+        "a lane without a share claims nothing"
+    )
+
+
+def test_a_runner_refuses_a_lane_outside_its_number_of_lanes(make_runner):
+    with pytest.raises(ValueError, match="lane 2 of 2"):
+        make_runner(lane=2, lanes=2)
+
+
+def test_two_lanes_together_never_run_more_than_max_concurrent(
+    registry, make_runner, configure, blocked
+):
+    configure(max_concurrent=3)
+    for n in range(10):
+        assert enqueue(JobSpec.now(Blocks.kind, f"k{n}"))
+    lanes = [make_runner(registry=registry, lane=lane, lanes=2) for lane in range(2)]
+
+    assert [runner.run_pass() for runner in lanes] == [(2, 2), (1, 1)]
+    assert blocked.wait_running(3)
+    assert [runner.run_pass() for runner in lanes] == [(0, 0), (0, 0)], "every slot is busy"
+    assert Job.objects.filter(state=State.RUNNING).count() == 3
+
+    blocked.release.set()
+    for runner in lanes:
+        runner.drain()
+
+    assert blocked.most_at_once == 3
+    assert set(Job.objects.values_list("state", flat=True)) == {State.DONE}
+
+
+def test_only_lane_zero_calls_recover(registry, make_runner):
+    recovered: list[int] = []
+
+    class Counts(Succeeds):
+        kind = "test.recover_once"
+
+        def recover(self) -> None:
+            recovered.append(1)
+
+    registry.register(Counts)
+    for lane in (1, 0):
+        make_runner(registry=registry, lane=lane, lanes=2).drain()
+
+    assert recovered == [1], "one process's lanes recover once between them"
+
+
 def test_a_recover_that_raises_is_logged_and_the_runner_still_drains_other_work(
     registry, make_runner, caplog
 ):

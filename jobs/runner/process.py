@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from types import FrameType
+
+from django.db import connections
 
 from jobs import log
 from jobs.runner.producer import Runner
@@ -19,9 +23,16 @@ from jobs.runner.producer import Runner
 EXIT_INTERRUPTED = 1
 
 
-def serve(*, using: str | None = None, burst: bool = False, grace: float = 30.0) -> int:
-    """Run the loop in this process until signalled (or drained, with `burst`); the exit status."""
-    runner = Runner(using=using)
+def serve(
+    *, using: str | None = None, burst: bool = False, grace: float = 30.0, lanes: int = 1
+) -> int:
+    """Run the loop in this process until signalled (or drained, with `burst`); the exit status.
+
+    With `lanes` above 1, that many runners share the process (see `Runner`):
+    lane 0 on this thread, the others on threads of their own, each on its
+    own connection. A signal stops them all; the grace period is shared.
+    """
+    runners = [Runner(using=using, lane=lane, lanes=lanes) for lane in range(lanes)]
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -31,20 +42,42 @@ def serve(*, using: str | None = None, burst: bool = False, grace: float = 30.0)
             log.event("runner_killed", signal=signal.Signals(signum).name)
             os._exit(EXIT_INTERRUPTED)
         log.event("runner_stopping", signal=signal.Signals(signum).name, grace_seconds=grace)
-        runner.stop()
+        for runner in runners:
+            runner.stop()
 
     def on_hangup(signum: int, frame: FrameType | None) -> None:
         log.event("runner_reload", signal="SIGHUP")
-        runner.reload()
+        for runner in runners:
+            runner.reload()
+
+    def run_lane(runner: Runner) -> None:
+        try:
+            runner.run(burst=burst)
+        finally:
+            connections.close_all()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
+    others = [
+        threading.Thread(target=run_lane, args=(runner,), name=f"jobs-lane-{runner.lane}")
+        for runner in runners[1:]
+    ]
     finished = False
     try:
-        runner.run(burst=burst)
-        finished = runner.finish(grace)
+        for thread in others:
+            thread.start()
+        runners[0].run(burst=burst)
+        for thread in others:
+            thread.join()
+        give_up = time.monotonic() + grace
+        finished = all([runner.finish(max(0.0, give_up - time.monotonic())) for runner in runners])
     finally:
-        runner.close(wait=finished)
+        for runner in runners:
+            runner.stop()
+        for thread in others:
+            thread.join()
+        for runner in runners:
+            runner.close(wait=finished)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0 if finished else EXIT_INTERRUPTED

@@ -75,6 +75,11 @@ class Runner:
     """Claims and runs jobs for the handlers in `registry`, on database `using`.
 
     `run()` is what `runjobs` calls; tests drive the same object in-process.
+
+    `lane` of `lanes`: one of several runners a process runs side by side
+    (`runjobs --lanes`), each with its own connection and its share of
+    `max_concurrent` (see `slots`), so one lane's statement is in the
+    database while another's attempts run. Lane 0 alone calls `recover`.
     """
 
     def __init__(
@@ -84,7 +89,12 @@ class Runner:
         registry: Registry | None = None,
         clock: Callable[[], datetime] = timezone.now,
         settings: Callable[[], JobsSettings] | None = None,
+        lane: int = 0,
+        lanes: int = 1,
     ) -> None:
+        if not 0 <= lane < lanes:
+            raise ValueError(f"lane {lane} of {lanes}: lanes are numbered from 0")
+        self.lane, self.lanes = lane, lanes
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
         self.clock = clock
@@ -143,7 +153,8 @@ class Runner:
                 target=self._tick_config, name="jobs-config", daemon=True
             )
             self._ticker.start()
-        recover_all(self.registry)
+        if self.lane == 0:
+            recover_all(self.registry)
         while not self.stopping.is_set():
             self.doorbell.clear()
             try:
@@ -185,7 +196,7 @@ class Runner:
         while not self.stopping.is_set():
             try:
                 self._refresh(force=True)
-                self.presence.register(self.registry.kinds(), self._current.max_concurrent)
+                self.presence.register(self.registry.kinds(), self.slots(self._current))
                 return True
             except (DatabaseError, InterfaceError) as error:
                 log.event(
@@ -295,8 +306,9 @@ class Runner:
         self._gather()
         batch = self._take_completed()
         running = len(self.in_flight()) - len(batch)
-        self.presence.beat(running, settings.max_concurrent)
-        free = max(0, settings.max_concurrent - running)
+        slots = self.slots(settings)
+        self.presence.beat(running, slots)
+        free = max(0, slots - running)
         budgets = {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
@@ -404,6 +416,12 @@ class Runner:
             return settings.lease
         return budget
 
+    def slots(self, settings: JobsSettings) -> int:
+        """This lane's share of `max_concurrent`; the shares add up to it, so a
+        process never runs more attempts than the config allows."""
+        share, left_over = divmod(settings.max_concurrent, self.lanes)
+        return share + (1 if self.lane < left_over else 0)
+
     def in_flight(self) -> list[Attempt]:
         with self._lock:
             return list(self._in_flight.values())
@@ -501,7 +519,7 @@ class Runner:
             try:
                 if self._refresh(force=True) != before:
                     return
-                self.presence.beat(len(self.in_flight()), self._current.max_concurrent)
+                self.presence.beat(len(self.in_flight()), self.slots(self._current))
             except (DatabaseError, InterfaceError):
                 return  # the next pass reports it
 

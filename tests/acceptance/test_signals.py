@@ -70,6 +70,37 @@ def test_a_stop_signal_stops_claiming_lets_the_running_attempt_settle_and_exits_
     assert not Job.objects.filter(state="running").exists(), "a clean stop leaves nothing running"
 
 
+def test_a_stop_signal_stops_every_lane_and_lets_each_lanes_attempt_settle(runjobs, configure):
+    """With `--lanes 2` and `max_concurrent=2` each lane has one slot, so the
+    two sleeping attempts run in different lanes: one signal must stop both
+    and wait for both."""
+    configure(max_concurrent=2)
+    for key in ("a", "b"):
+        assert enqueue(JobSpec.now("test.sleep", key).with_payload({"seconds": 2}))
+    jobs = list(Job.objects.filter(kind="test.sleep"))
+    process = runjobs("--lanes", "2", "--grace", "10", env=ENV)
+    for job in jobs:
+        wait_for_attempt(job, 1, process)
+
+    os.kill(process.pid, signal.SIGTERM)
+    status = process.wait(timeout=15)
+
+    assert status == 0, f"both lanes finished their attempts in time:\n{process.output()}"
+    assert set(Job.objects.filter(kind="test.sleep").values_list("state", flat=True)) == {"done"}
+
+
+@pytest.mark.parametrize("lanes", ["0", "9", "two"])
+def test_runjobs_refuses_a_number_of_lanes_out_of_range_with_a_clear_error(runjobs, lanes):
+    process = runjobs("--lanes", lanes)
+    status = process.wait(timeout=15)
+    output = process.output()
+
+    assert status != 0
+    assert "--lanes" in output, f"the error names the option at fault:\n{output}"
+    assert "Traceback" not in output
+    assert "runner_started" not in output
+
+
 def test_a_second_stop_signal_exits_at_once_nonzero_and_leaves_the_row_running(runjobs):
     """The operator's "stop now": the process goes, and the lease, not the process, recovers."""
     job, process = start_sleeping(runjobs, "stuck", 30)

@@ -61,6 +61,17 @@ class Command(BaseCommand):
         if "drain" in parts:
             results += bench.median_of(repeat, lambda: [bench.drain(jobs, "default config")])
             results += bench.median_of(repeat, lambda: [bench.drain(jobs, "tuned", **bench.TUNED)])
+            results += bench.median_of(
+                repeat,
+                lambda: [
+                    bench.drain(
+                        jobs,
+                        f"tuned, {bench.TUNED_LANES} lanes",
+                        lanes=bench.TUNED_LANES,
+                        **bench.TUNED,
+                    )
+                ],
+            )
         if "enqueue" in parts:
             results += bench.median_of(repeat, lambda: bench.enqueue_rates(options["enqueues"]))
         if "latency" in parts:
