@@ -140,6 +140,21 @@ class Blocks(Recording):
             return self.changed.wait_for(lambda: self.running >= count, WAIT)
 
 
+def start_loop(runner: producer.Runner) -> threading.Thread:
+    """`runner.run()` on a thread of its own, as `runjobs` runs it, closing the
+    thread's connections when it returns."""
+
+    def serve() -> None:
+        try:
+            runner.run()
+        finally:
+            connections.close_all()
+
+    loop = threading.Thread(target=serve)
+    loop.start()
+    return loop
+
+
 @pytest.fixture
 def blocked(registry: Registry) -> Iterator[Blocks]:
     """A blocking handler that is always released at teardown, so no thread is left hanging."""
@@ -896,14 +911,7 @@ def test_an_idle_runner_settles_a_finished_attempt_while_its_pass_mate_still_run
     assert enqueue(JobSpec.now(Succeeds.kind, "short"))
     runner = make_runner(registry=registry)
 
-    def serve() -> None:
-        try:
-            runner.run()
-        finally:
-            connections.close_all()
-
-    loop = threading.Thread(target=serve)
-    loop.start()
+    loop = start_loop(runner)
     try:
         assert blocked.started.wait(WAIT), "the long attempt started"
         assert wait_until(lambda: the_job(Succeeds.kind, "short").state == State.DONE, WAIT), (
@@ -982,14 +990,7 @@ def test_stop_returns_from_run_while_an_attempt_runs_and_finish_waits_for_it_to_
     assert enqueue(JobSpec.now(Blocks.kind, "k"))
     runner = make_runner(registry=registry)
 
-    def serve() -> None:
-        try:
-            runner.run()
-        finally:
-            connections.close_all()
-
-    loop = threading.Thread(target=serve)
-    loop.start()
+    loop = start_loop(runner)
     try:
         assert blocked.started.wait(WAIT), "the attempt started"
         runner.stop()

@@ -75,7 +75,8 @@ def serve(
         for runner in runners:
             runner.stop()
         for thread in others:
-            thread.join()
+            if thread.is_alive():  # lane 0 raised: the others stop too
+                thread.join()
         for runner in runners:
             runner.close(wait=finished)
         for sig, handler in previous.items():

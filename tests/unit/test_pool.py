@@ -13,6 +13,14 @@ from tests.helpers import wait_until
 WAIT = 10
 
 
+def run_all(pool: WorkerPool[int], items: range, finished: threading.Semaphore) -> None:
+    """Submit `items` and wait until the work has released `finished` once for each."""
+    for item in items:
+        pool.submit(item)
+    for _ in items:
+        assert finished.acquire(timeout=WAIT), "every item ran"
+
+
 def test_items_that_block_all_run_at_once_each_on_a_thread_of_its_own():
     """A blocking item must never hold back the items behind it: 16 items
     that each wait for all 16 to be running can only finish if they are."""
@@ -26,10 +34,7 @@ def test_items_that_block_all_run_at_once_each_on_a_thread_of_its_own():
 
     pool: WorkerPool[int] = WorkerPool(work, name="blocking")
     try:
-        for item in range(items):
-            pool.submit(item)
-        for _ in range(items):
-            assert finished.acquire(timeout=WAIT), "every item ran, all at the same time"
+        run_all(pool, range(items), finished)  # finishes only if all ran at once
     finally:
         pool.close()
 
@@ -54,15 +59,9 @@ def test_short_items_submitted_together_do_not_each_wake_an_idle_thread():
 
     pool: WorkerPool[int] = WorkerPool(work, name="short")
     try:
-        for item in range(items):
-            pool.submit(item)
-        for _ in range(items):
-            assert finished.acquire(timeout=WAIT), "the first items ran, all at once"
+        run_all(pool, range(items), finished)
         assert wait_until(lambda: pool.idle() == items), "their threads are idle"
-        for item in range(items, 2 * items):
-            pool.submit(item)
-        for _ in range(items):
-            assert finished.acquire(timeout=WAIT), "every short item ran"
+        run_all(pool, range(items, 2 * items), finished)
     finally:
         pool.close()
 
@@ -100,10 +99,7 @@ def test_a_thread_whose_item_raises_goes_on_to_the_next_item():
 
     pool: WorkerPool[int] = WorkerPool(work, name="raising")
     try:
-        for item in range(3):
-            pool.submit(item)
-        for _ in range(3):
-            assert finished.acquire(timeout=WAIT)
+        run_all(pool, range(3), finished)
     finally:
         pool.close()
 
