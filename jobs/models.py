@@ -44,6 +44,11 @@ class State(models.TextChoices):
 LIVE_STATES = (State.QUEUED, State.RUNNING)
 SETTLED_STATES = (State.DONE, State.FAILED, State.CANCELLED)
 _LIVE = Q(state__in=[s.value for s in LIVE_STATES])
+#: Live and settled rows by the generated `live` column, which the partial
+#: indexes' conditions read: a query filtering with these is one the planner
+#: can answer from those indexes, which it cannot prove of a `state` filter.
+LIVE_ROWS = Q(live=True)
+SETTLED_ROWS = Q(live__isnull=True)
 
 
 class Job(models.Model):
@@ -101,11 +106,9 @@ class Job(models.Model):
             # running) then changes no indexed column, and PostgreSQL can
             # rewrite the row in place (a HOT update, see migration 0004)
             # instead of adding an entry to every index.
-            models.Index(fields=["run_at"], condition=Q(live=True), name="jobs_job_ready"),
+            models.Index(fields=["run_at"], condition=LIVE_ROWS, name="jobs_job_ready"),
             # The retention sweep: settled rows by age.
-            models.Index(
-                fields=["finished_at"], condition=Q(live__isnull=True), name="jobs_job_settled"
-            ),
+            models.Index(fields=["finished_at"], condition=SETTLED_ROWS, name="jobs_job_settled"),
             # The admin's job list: newest first, and the bounds of its date
             # drill-down. Without it every page view sorts the whole table.
             # created_at only grows, so inserts append at the index's end.

@@ -18,7 +18,7 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Mi
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from jobs.models import SETTLED_STATES, Job, RunnerProcess, State
+from jobs.models import LIVE_ROWS, SETTLED_ROWS, SETTLED_STATES, Job, RunnerProcess, State
 
 
 @dataclass
@@ -111,8 +111,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     now = now or timezone.now()
     jobs = Job.objects.using(alias)
 
-    # `live`, not `state`, picks the rows: it is the partial indexes' condition.
-    live = jobs.filter(live=True)
+    live = jobs.filter(LIVE_ROWS)
     live_by_kind: dict[str, dict[str, int]] = {}
     by_state = {state.value: 0 for state in State}
     for live_row in live.values("kind", "state").annotate(n=Count("id")).order_by():
@@ -130,7 +129,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     oldest = live.filter(state=State.QUEUED, run_at__lte=now).aggregate(oldest=Min("run_at"))
     lag = (now - oldest["oldest"]).total_seconds() if oldest["oldest"] else 0.0
 
-    recent = jobs.filter(live__isnull=True, finished_at__gte=now - timedelta(hours=1))
+    recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
     last_hour = {state.value: 0 for state in SETTLED_STATES}
     last_5 = dict(last_hour)
     per_minute: dict[datetime, list[int]] = {}
@@ -212,7 +211,7 @@ def kinds_without_runner(using: str | None = None, now: datetime | None = None) 
             handled.update(runner.kinds)
     waiting = (
         Job.objects.using(alias)
-        .filter(live=True)
+        .filter(LIVE_ROWS)
         .values_list("kind", flat=True)
         .distinct()
         .order_by()

@@ -24,7 +24,7 @@ from django.db.models import Field, QuerySet
 from django.db.models.base import ModelState
 
 from jobs.config import BOUNDS
-from jobs.models import LIVE_STATES, SETTLED_STATES, Job, JobsConfig, State
+from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
 
 _ATTEMPTS = BOUNDS["max_attempts"]
 
@@ -337,7 +337,7 @@ class Store:
         """Delete up to `limit` settled rows that finished before `before`; the count."""
         jobs = Job.objects.using(self.using)
         ids = list(
-            jobs.filter(live__isnull=True, finished_at__lt=before)  # the settled index
+            jobs.filter(SETTLED_ROWS, finished_at__lt=before)
             .order_by("finished_at")
             .values_list("id", flat=True)[:limit]
         )
