@@ -228,6 +228,30 @@ def test_a_date_column_written_by_hand_as_garbage_is_retired_saying_which(
     assert reloaded(good).state == State.DONE, "the row beside it still ran"
 
 
+@pytest.mark.parametrize("column", ["deadline", "created_at"])
+def test_a_postgresql_date_written_by_hand_as_infinity_is_retired_saying_which_and_the_rest_run(
+    handler, registry, make_runner, column
+):
+    """timestamptz holds `infinity`, which no datetime can: the driver refuses to
+    load it, and the claim (already committed) must still hand back every row."""
+    if not on_postgresql():
+        pytest.skip("about PostgreSQL's timestamptz, which holds infinity")
+    good, bad, later = queue("good"), queue("bad"), queue("later")
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE jobs_job SET \"{column}\" = 'infinity' WHERE id = %s", [bad.id])
+
+    make_runner(registry=registry).drain()
+
+    retired = reloaded_raw(bad)
+    assert retired["state"] == State.FAILED, "the row is retired as failed"
+    assert f"{column} is not a date and time: 'infinity'" in retired["last_error"], (
+        f"its last_error names the column and its value: {retired['last_error']!r}"
+    )
+    assert sorted(handler.runs) == ["good", "later"], "the rows claimed with it ran, it did not"
+    assert handler.abandoned == [("bad", retired["last_error"])], "abandon is called once"
+    assert reloaded(good).state == reloaded(later).state == State.DONE, "and settled done"
+
+
 def test_an_unusable_row_of_a_kind_with_no_handler_waits_unclaimed(handler, registry, make_runner):
     assert enqueue(JobSpec.now("test.nobody_handles_this", "k"))
     orphan = Job.objects.get(kind="test.nobody_handles_this")

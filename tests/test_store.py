@@ -831,7 +831,10 @@ def test_a_claimed_job_holds_what_the_orm_would_load_for_its_row(store):
 
     for field in Job._meta.concrete_fields:
         if not field.generated:
-            assert getattr(claim.job, field.attname) == getattr(loaded, field.attname), field.name
+            value, expected = getattr(claim.job, field.attname), getattr(loaded, field.attname)
+            assert value == expected, field.name
+            if isinstance(expected, datetime):
+                assert value.tzinfo == expected.tzinfo, f"{field.name} is in the ORM's zone"
     assert claim.job == loaded
     assert not claim.job._state.adding
     assert claim.job._state.db == loaded._state.db

@@ -30,7 +30,7 @@ from django.db import DatabaseError, OperationalError, transaction
 from django.utils.timezone import is_naive, make_aware
 
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
-from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store
+from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, lease_ends
 
 #: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
 ER_DUP_ENTRY = 1062
@@ -288,9 +288,10 @@ class MySQLStore(Store):
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
+            ends = lease_ends(now, leases)
             lease_params: list[Any] = []
             for kind in kinds:
-                lease_params += [kind, self.prepare("lease_expires_at", now + leases[kind])]
+                lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
             cursor.execute(
                 CLAIM_SQL.format(
                     lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
@@ -301,7 +302,8 @@ class MySQLStore(Store):
             cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
             rows = cursor.fetchall()
         claims = [
-            self.claim_from_row(row, prior[self.decode_uuid(row[0])] == "running") for row in rows
+            self.claim_from_row(row, prior[self.decode_uuid(row[0])] == "running", now, ends)
+            for row in rows
         ]
         claims.sort(key=lambda claim: claim.job.run_at)
         return claims

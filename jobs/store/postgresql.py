@@ -16,16 +16,18 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import psycopg
 from django.conf import settings
+from django.db import DataError
+from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
 from jobs import log
 from jobs.models import Job
-from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, in_run_at_order
+from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, in_run_at_order, lease_ends
 
 #: Never reached by a count: with prepared statements on, only the statements
 #: this store asks for are prepared, never Django's own queries.
@@ -187,13 +189,26 @@ class _PreparingCursor(psycopg.Cursor[Any]):
 #: Connections on which `GENERIC_PLANS_SQL` has been run.
 _PLANNING_ONCE: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 
+_TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
+#: psycopg's own timestamptz loader (its C one where psycopg has its binary
+#: part). Django wraps it in a Python loader that sets each value's tzinfo to
+#: the connection's zone; where that zone is UTC and so is the session's,
+#: psycopg's loader already gives the same value, and a claim of 64 rows
+#: decodes ~2.5 us faster per date without the wrapper.
+_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+
 
 class PostgreSQLStore(Store):
     INSERT_SQL = INSERT_SQL
     wakes_other_processes = True
 
     def _fetch(
-        self, sql: str, params: Mapping[str, Any] | Sequence[Any], *, plan_once: bool = False
+        self,
+        sql: str,
+        params: Mapping[str, Any] | Sequence[Any],
+        *,
+        plan_once: bool = False,
+        tolerant: bool = False,
     ) -> list[tuple[Any, ...]]:
         """Run one of this store's hot statements and return its rows.
 
@@ -207,6 +222,11 @@ class PostgreSQLStore(Store):
         (PgBouncer before 1.21). It still runs through Django's cursor wrapper,
         so its errors are Django's `DatabaseError`, execute wrappers see it,
         and DEBUG's query log (and `CaptureQueriesContext`) lists it.
+
+        With `tolerant`, a value the driver cannot load (a date written by
+        hand as `infinity`, which no datetime holds) comes back as its text
+        instead of failing the whole result: a claim has already committed its
+        rows as running, and must hand each one back (see `claim_from_row`).
         """
         self.connection.ensure_connection()
         raw = self.connection.connection
@@ -218,16 +238,27 @@ class PostgreSQLStore(Store):
             with self.connection.wrap_database_errors:
                 raw.execute(GENERIC_PLANS_SQL)
             _PLANNING_ONCE.add(raw)
-        cursor_class = _PreparingCursor if prepare else psycopg.Cursor
+        driver_cursor = (_PreparingCursor if prepare else psycopg.Cursor)(raw)
+        if (
+            _TIMESTAMPTZ_LOADER is not None
+            and self.connection.timezone is UTC
+            and raw.pgconn.parameter_status(b"TimeZone") == b"UTC"
+        ):
+            driver_cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _TIMESTAMPTZ_LOADER)
         wrap = (
             self.connection.make_debug_cursor
             if self.connection.queries_logged
             else self.connection.make_cursor
         )
         # Typed as taking Django's own wrapper; at run time any DB-API cursor.
-        with wrap(cast(Any, cursor_class(raw))) as cursor:
+        with wrap(cast(Any, driver_cursor)) as cursor:
             cursor.execute(sql, params)
-            rows: list[tuple[Any, ...]] = cursor.fetchall()
+            try:
+                rows: list[tuple[Any, ...]] = cursor.fetchall()
+            except DataError:
+                if not tolerant:
+                    raise
+                rows = _rows_as_far_as_they_load(driver_cursor)
             return rows
 
     def insert(self, row: NewJob) -> bool:
@@ -260,7 +291,7 @@ class PostgreSQLStore(Store):
             rows[0].default_max_attempts,
             rows[0].now,
             rows[0].now,
-            _plain_array_literal(str(row.id) for row in rows),
+            _plain_array_literal(row.id.hex for row in rows),
             _array_literal(row.kind for row in rows),
             _array_literal(row.key for row in rows),
             _array_literal(row.payload_json for row in rows),
@@ -320,11 +351,12 @@ class PostgreSQLStore(Store):
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done or limit < 1 or not leases:
             return super().settle_and_claim(done, now, leases, limit)
-        params = {**_claim_params(now, leases, limit), **_settle_params(done)}
-        rows = self._fetch(SETTLE_AND_CLAIM_SQL, params, plan_once=True)
+        ends = lease_ends(now, leases)
+        params = {**_claim_params(now, ends, limit), **_settle_params(done)}
+        rows = self._fetch(SETTLE_AND_CLAIM_SQL, params, plan_once=True, tolerant=True)
         won = {row[1] for row in rows if row[0] == "settled"}
         claims = [
-            self.claim_from_row(row[1:-1], row[-1] == "running")
+            self.claim_from_row(row[1:-1], row[-1] == "running", now, ends)
             for row in rows
             if row[0] == "claimed"
         ]
@@ -333,9 +365,46 @@ class PostgreSQLStore(Store):
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
             return []
-        rows = self._fetch(CLAIM_SQL, _claim_params(now, leases, limit), plan_once=True)
-        claims = [self.claim_from_row(row[:-1], row[-1] == "running") for row in rows]
+        ends = lease_ends(now, leases)
+        params = _claim_params(now, ends, limit)
+        rows = self._fetch(CLAIM_SQL, params, plan_once=True, tolerant=True)
+        claims = [self.claim_from_row(row[:-1], row[-1] == "running", now, ends) for row in rows]
         return in_run_at_order(claims)
+
+
+def _rows_as_far_as_they_load(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
+    """The cursor's result with each value loaded as its column's type, or left
+    as its text where the driver refuses it. The slow path, for a result that
+    failed to load as a whole: each value on its own."""
+    result = cursor.pgresult
+    if result is None:
+        return []
+    loaders = [
+        cursor.adapters.get_loader(result.ftype(column), Format(result.fformat(column)))
+        for column in range(result.nfields)
+    ]
+    column_loaders = [
+        None if loader is None else loader(result.ftype(column), cursor)
+        for column, loader in enumerate(loaders)
+    ]
+    encoding = cursor.connection.info.encoding
+    rows = []
+    for number in range(result.ntuples):
+        row: list[Any] = []
+        for column, loader in enumerate(column_loaders):
+            data = result.get_value(number, column)
+            if data is None:
+                row.append(None)
+                continue
+            try:
+                if loader is not None:
+                    row.append(loader.load(data))
+                    continue
+            except psycopg.DataError:
+                pass
+            row.append(bytes(data).decode(encoding, errors="replace"))
+        rows.append(tuple(row))
+    return rows
 
 
 def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
@@ -345,9 +414,11 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
     its list dumper inspects every element's type on every call, which cost
     the runner's pass more than its database round trip. The statement casts
     each literal to its array type, so a malformed one is refused, not guessed.
+    Ids are written as their 32 hex digits, which PostgreSQL reads as a UUID
+    as it does the hyphenated form, and Python writes in half the time.
     """
     return {
-        "ids": _plain_array_literal(str(job.id) for job, _ in done),
+        "ids": _plain_array_literal(job.id.hex for job, _ in done),
         "attempts": _plain_array_literal(str(job.attempts) for job, _ in done),
         "leases": _plain_array_literal(
             None if job.lease_expires_at is None else job.lease_expires_at.isoformat()
@@ -379,15 +450,16 @@ def _array_literal(items: Iterable[str | None]) -> str:
     return "{" + ",".join(quoted) + "}"
 
 
-def _claim_params(now: datetime, leases: Mapping[str, timedelta], limit: int) -> dict[str, Any]:
-    """What `_READY` and `_CLAIM` read: the clock, each kind with its lease, the limit.
+def _claim_params(now: datetime, ends: Mapping[str, datetime], limit: int) -> dict[str, Any]:
+    """What `_READY` and `_CLAIM` read: the clock, each kind with its end of
+    lease (`lease_ends`), the limit.
 
     The arrays are literals, for the reason `_settle_params` gives.
     """
-    kinds = list(leases)
+    kinds = list(ends)
     return {
         "now": now,
         "kinds": _array_literal(kinds),
-        "expires": _plain_array_literal((now + leases[kind]).isoformat() for kind in kinds),
+        "expires": _plain_array_literal(ends[kind].isoformat() for kind in kinds),
         "limit": limit,
     }

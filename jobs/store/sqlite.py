@@ -24,6 +24,7 @@ from jobs.store.base import (
     Claim,
     Store,
     in_run_at_order,
+    lease_ends,
 )
 
 # `+kind` keeps SQLite from answering the kind filter through the identity
@@ -121,9 +122,10 @@ class SQLiteStore(Store):
             prior = {str(row[0]): row[1] for row in cursor.fetchall()}
             if not prior:
                 return []
+            ends = lease_ends(now, leases)
             lease_params: list[Any] = []
             for kind in kinds:
-                lease_params += [kind, self.prepare("lease_expires_at", now + leases[kind])]
+                lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
             sql = CLAIM_SQL.format(
                 lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
                 ids=_placeholders(len(prior)),
@@ -132,7 +134,7 @@ class SQLiteStore(Store):
             cursor.execute(sql, [*lease_params, at, at, *prior, *ready_params])
             rows = cursor.fetchall()
         claims = [
-            self.claim_from_row(row, prior[self.decode_uuid(row[0]).hex] == "running")
+            self.claim_from_row(row, prior[self.decode_uuid(row[0]).hex] == "running", now, ends)
             for row in rows
         ]
         return in_run_at_order(claims)
