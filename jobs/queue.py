@@ -10,6 +10,7 @@ the job at its next poll.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Iterable
@@ -65,7 +66,8 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     """
     payload_json = spec.validate()
     store = for_database(using)
-    inserted = store.insert(_row(spec, payload_json, job_id or uuid.uuid4(), timezone.now()))
+    row = _row(spec, payload_json, job_id or uuid.uuid4(), timezone.now(), _default_attempts())
+    inserted = store.insert(row)
     if inserted:
         transaction.on_commit(wakeup.ring, using=store.using)
     return inserted
@@ -83,10 +85,10 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     payloads = [spec.validate() for spec in specs]
     if not specs:
         return []
-    store, now = for_database(using), timezone.now()
+    store, now, attempts = for_database(using), timezone.now(), _default_attempts()
     rows = [
-        _row(spec, payload, uuid.uuid4(), now)
-        for spec, payload in zip(specs, payloads, strict=True)
+        _row(spec, payload, job_id, now, attempts)
+        for spec, payload, job_id in zip(specs, payloads, _new_ids(len(specs)), strict=True)
     ]
     inserted = store.insert_many(rows)
     if inserted:
@@ -94,7 +96,21 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     return [row.id in inserted for row in rows]
 
 
-def _row(spec: JobSpec, payload_json: str, job_id: uuid.UUID, now: datetime) -> NewJob:
+def _default_attempts() -> int:
+    """The budget a row takes when neither its spec nor the config row gives one."""
+    return config.initial().max_attempts
+
+
+def _new_ids(count: int) -> list[uuid.UUID]:
+    """`count` random (version 4) UUIDs, as `uuid.uuid4` makes them, from one
+    read of the system's randomness rather than one read each."""
+    randomness = os.urandom(16 * count)
+    return [uuid.UUID(bytes=randomness[n : n + 16], version=4) for n in range(0, 16 * count, 16)]
+
+
+def _row(
+    spec: JobSpec, payload_json: str, job_id: uuid.UUID, now: datetime, default_max_attempts: int
+) -> NewJob:
     return NewJob(
         id=job_id,
         kind=spec.kind,
@@ -102,7 +118,7 @@ def _row(spec: JobSpec, payload_json: str, job_id: uuid.UUID, now: datetime) -> 
         payload=spec.payload,
         payload_json=payload_json,
         max_attempts=spec.max_attempts,
-        default_max_attempts=config.initial().max_attempts,
+        default_max_attempts=default_max_attempts,
         run_at=spec.run_at,
         deadline=spec.deadline,
         now=now,

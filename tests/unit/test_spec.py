@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobs import InvalidJobSpec, JobSpec
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH, MAX_ATTEMPTS_LIMIT, PAYLOAD_MAX_BYTES
@@ -242,3 +244,41 @@ def test_a_non_ascii_payload_is_measured_by_its_escaped_json_text():
     just_over = {"p": "\u00e9" * ((PAYLOAD_MAX_BYTES - overhead) // 6 + 1)}
     with pytest.raises(InvalidJobSpec, match="limit"):
         spec(payload=just_over).validate()
+
+
+# Any JSON-ish value, keys of any hashable scalar type: what a caller might pass.
+_KEYS = st.one_of(st.text(max_size=5), st.integers(), st.booleans(), st.none(), st.floats())
+_VALUES = st.recursive(
+    st.one_of(
+        st.text(max_size=5),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+        st.none(),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(_KEYS, inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(deadline=None, derandomize=True, max_examples=300)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4))
+def test_validate_accepts_a_payload_exactly_when_a_json_round_trip_gives_it_back(payload):
+    """The check skips decoding flat payloads again; that must never accept what
+    a round trip would change (non-text keys, tuples) or refuse what it would not."""
+    try:
+        text = json.dumps(payload, allow_nan=False)
+        json.dumps(payload, ensure_ascii=False).encode()  # no lone surrogate
+        survives = json.loads(text) == payload and "\\u0000" not in text
+    except (TypeError, ValueError):
+        survives = False
+    try:
+        spec(payload=payload).validate()
+        accepted = True
+    except InvalidJobSpec:
+        accepted = False
+    assert accepted == survives, f"{payload!r}: accepted {accepted}, round trip {survives}"
