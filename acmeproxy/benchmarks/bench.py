@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -295,6 +296,56 @@ def enqueue_rates(count: int) -> list[Result]:
     ]
 
 
+def raw_enqueue_rates(count: int) -> list[Result]:
+    """The same inserts from a bare psycopg connection, PostgreSQL only: what the
+    database, the driver and this machine allow without the queue's own Python
+    (checking each spec, Django's cursor), to read `enqueue_rates` against."""
+    if connection.vendor != "postgresql":
+        return []
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from jobs.store import postgresql
+
+    _clean()
+    params = {
+        key: value
+        for key, value in connection.get_connection_params().items()
+        if key not in ("cursor_factory", "context", "prepare_threshold")
+    }
+    now = timezone.now()
+    with psycopg.connect(**params, autocommit=True) as raw:
+        started = time.perf_counter()
+        for n in range(count):
+            row = [uuid.uuid4(), NOOP, f"r{n}", Jsonb({}), None, 5, now, None, now, now]
+            raw.execute(postgresql.INSERT_SQL, row, prepare=True).fetchall()
+        one_by_one = time.perf_counter() - started
+        _clean()
+        arrays = [
+            "{" + ",".join(str(uuid.uuid4()) for _ in range(count)) + "}",
+            "{" + ",".join([NOOP] * count) + "}",
+            "{" + ",".join(f"b{n}" for n in range(count)) + "}",
+            "{" + ",".join(['"{}"'] * count) + "}",
+            "{" + ",".join(["NULL"] * count) + "}",
+            "{" + ",".join([now.isoformat()] * count) + "}",
+            "{" + ",".join(["NULL"] * count) + "}",
+        ]
+        started = time.perf_counter()
+        raw.execute(postgresql.INSERT_MANY_SQL, [5, now, now, *arrays]).fetchall()
+        bulk = time.perf_counter() - started
+    _clean()
+    return [
+        Result(
+            "enqueue, raw psycopg (the same INSERT)",
+            {"jobs": count, "jobs_per_second": round(count / one_by_one)},
+        ),
+        Result(
+            "enqueue_many, raw (the statement alone)",
+            {"jobs": count, "jobs_per_second": round(count / bulk)},
+        ),
+    ]
+
+
 def latency(count: int, gap: float) -> Result:
     """A separate `runjobs` process, idle; this one enqueues `count` jobs `gap` s apart."""
     _clean()
@@ -367,6 +418,34 @@ def ceiling(count: int) -> Result:
     )
 
 
+def ceiling_per_pass(count: int, batch: int = 8) -> Result:
+    """The raw loop at the default config's grain: each transaction settles the
+    previous `batch` and claims the next, one statement, as a runner's pass does
+    with 8 slots. What a drain at the default config could reach with no Python
+    around the statement; PostgreSQL only."""
+    if connection.vendor != "postgresql":
+        return Result("ceiling per pass", {"skipped": "PostgreSQL only"})
+    with connection.cursor() as cursor:
+        cursor.execute(CEILING_SETUP_SQL, [count])
+    settled_total = 0
+    ids: list[int] = []
+    started = time.perf_counter()
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(CEILING_PASS_SQL, [ids, batch])
+            ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            break
+        settled_total += len(ids)
+    elapsed = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE bench_ceiling")
+    return Result(
+        f"ceiling, {batch} per pass (raw settle-and-claim loop)",
+        {"jobs": settled_total, "jobs_per_second": round(settled_total / elapsed)},
+    )
+
+
 #: A scratch table shaped like the ready part of jobs_job.
 CEILING_SETUP_SQL = """
     DROP TABLE IF EXISTS bench_ceiling;
@@ -384,6 +463,15 @@ CEILING_CLAIM_SQL = """
     RETURNING id
 """
 CEILING_SETTLE_SQL = "UPDATE bench_ceiling SET state = 'done' WHERE id = ANY(%s)"
+CEILING_PASS_SQL = """
+    WITH settled AS (
+        UPDATE bench_ceiling SET state = 'done' WHERE id = ANY(%s::bigint[]) RETURNING id
+    )
+    UPDATE bench_ceiling SET state = 'running'
+    WHERE id IN (SELECT id FROM bench_ceiling WHERE state = 'queued' AND run_at <= now()
+                 ORDER BY run_at LIMIT %s FOR UPDATE SKIP LOCKED)
+    RETURNING id
+"""
 
 
 def _claim_cost(samples: int) -> float:

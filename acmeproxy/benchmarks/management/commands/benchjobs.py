@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from acmeproxy.benchmarks import bench
@@ -73,11 +73,16 @@ class Command(BaseCommand):
                 ],
             )
         if "enqueue" in parts:
-            results += bench.median_of(repeat, lambda: bench.enqueue_rates(options["enqueues"]))
+            count = options["enqueues"]
+            results += bench.median_of(
+                repeat, lambda: bench.enqueue_rates(count) + bench.raw_enqueue_rates(count)
+            )
         if "latency" in parts:
             results.append(bench.latency(200, 0.02))
         if "ceiling" in parts:
             results.append(bench.ceiling(options["jobs"]))
+            if connection.vendor == "postgresql":
+                results.append(bench.ceiling_per_pass(options["jobs"]))
         if "scale" in parts:
             results.append(bench.scale(200, options["settled"], options["settled"] // 10))
         header = {
@@ -94,4 +99,4 @@ class Command(BaseCommand):
             self.stdout.write(f"{key}: {value}")
         for result in results:
             shown = ", ".join(f"{k}={v}" for k, v in result.numbers.items())
-            self.stdout.write(f"{result.part:<42} {shown}")
+            self.stdout.write(f"{result.part:<48} {shown}")
