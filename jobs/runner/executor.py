@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import logging
 import threading
 import traceback
@@ -28,6 +27,7 @@ from jobs.backoff import retry_delay
 from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job, State
+from jobs.spec import strict_json
 from jobs.store import Claim, Store
 
 Clock = Callable[[], datetime]
@@ -198,7 +198,7 @@ class Executor:
             return Retry(traceback.format_exc())
         if isinstance(result, Done) and result.result is not None:
             try:
-                json.dumps(result.result, allow_nan=False)
+                strict_json(result.result)
             except (TypeError, ValueError) as error:
                 return Retry(
                     f"{type(handler).__name__}.run returned a Done "

@@ -10,7 +10,6 @@ runner wakes; the claim still gives each row to one of them.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -27,6 +26,7 @@ from psycopg.types.json import Jsonb
 
 from jobs import log
 from jobs.models import Job
+from jobs.spec import strict_json
 from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, in_run_at_order, lease_ends
 
 #: Never reached by a count: with prepared statements on, only the statements
@@ -425,7 +425,7 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
             for job, _ in done
         ),
         "results": _array_literal(
-            None if result is None else json.dumps(result, allow_nan=False) for _, result in done
+            None if result is None else strict_json(result) for _, result in done
         ),
     }
 
