@@ -208,7 +208,7 @@ class PostgreSQLStore(Store):
         params: Mapping[str, Any] | Sequence[Any],
         *,
         plan_once: bool = False,
-        tolerant: bool = False,
+        claimed_rows: bool = False,
     ) -> list[tuple[Any, ...]]:
         """Run one of this store's hot statements and return its rows.
 
@@ -223,40 +223,40 @@ class PostgreSQLStore(Store):
         so its errors are Django's `DatabaseError`, execute wrappers see it,
         and DEBUG's query log (and `CaptureQueriesContext`) lists it.
 
-        With `tolerant`, a value the driver cannot load (a date written by
-        hand as `infinity`, which no datetime holds) comes back as its text
-        instead of failing the whole result: a claim has already committed its
-        rows as running, and must hand each one back (see `claim_from_row`).
+        With `claimed_rows`, for a claim's result: its dates load through
+        `_TIMESTAMPTZ_LOADER`, and a value the driver cannot load (a date
+        written by hand as `infinity`, which no datetime holds) comes back as
+        its text instead of failing the whole result: the claim has already
+        committed its rows as running, and must hand each one back (see
+        `claim_from_row`).
         """
-        self.connection.ensure_connection()
-        raw = self.connection.connection
+        connection = self.connection  # one lookup: each is a thread-local read
+        connection.ensure_connection()
+        raw = connection.connection
         prepare = bool(getattr(settings, "JOBS_PREPARED_STATEMENTS", True))
         if prepare and raw.prepare_threshold is None:
             # A new connection: Django turns preparing off for all of it.
             raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
         if prepare and plan_once and raw not in _PLANNING_ONCE:
-            with self.connection.wrap_database_errors:
+            with connection.wrap_database_errors:
                 raw.execute(GENERIC_PLANS_SQL)
             _PLANNING_ONCE.add(raw)
         driver_cursor = (_PreparingCursor if prepare else psycopg.Cursor)(raw)
         if (
-            _TIMESTAMPTZ_LOADER is not None
-            and self.connection.timezone is UTC
+            claimed_rows
+            and _TIMESTAMPTZ_LOADER is not None
+            and connection.timezone is UTC
             and raw.pgconn.parameter_status(b"TimeZone") == b"UTC"
         ):
             driver_cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _TIMESTAMPTZ_LOADER)
-        wrap = (
-            self.connection.make_debug_cursor
-            if self.connection.queries_logged
-            else self.connection.make_cursor
-        )
+        wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
         # Typed as taking Django's own wrapper; at run time any DB-API cursor.
         with wrap(cast(Any, driver_cursor)) as cursor:
             cursor.execute(sql, params)
             try:
                 rows: list[tuple[Any, ...]] = cursor.fetchall()
             except DataError:
-                if not tolerant:
+                if not claimed_rows:
                     raise
                 rows = _rows_as_far_as_they_load(driver_cursor)
             return rows
@@ -353,7 +353,7 @@ class PostgreSQLStore(Store):
             return super().settle_and_claim(done, now, leases, limit)
         ends = lease_ends(now, leases)
         params = {**_claim_params(now, ends, limit), **_settle_params(done)}
-        rows = self._fetch(SETTLE_AND_CLAIM_SQL, params, plan_once=True, tolerant=True)
+        rows = self._fetch(SETTLE_AND_CLAIM_SQL, params, plan_once=True, claimed_rows=True)
         won = {row[1] for row in rows if row[0] == "settled"}
         claims = [
             self.claim_from_row(row[1:-1], row[-1] == "running", now, ends)
@@ -367,7 +367,7 @@ class PostgreSQLStore(Store):
             return []
         ends = lease_ends(now, leases)
         params = _claim_params(now, ends, limit)
-        rows = self._fetch(CLAIM_SQL, params, plan_once=True, tolerant=True)
+        rows = self._fetch(CLAIM_SQL, params, plan_once=True, claimed_rows=True)
         claims = [self.claim_from_row(row[:-1], row[-1] == "running", now, ends) for row in rows]
         return in_run_at_order(claims)
 
