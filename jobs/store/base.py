@@ -417,6 +417,8 @@ class Store:
         `enqueue` refuses anything else, so anything else was written by hand.
         An undecodable value is kept as the text it is, for the admin to show.
         """
+        if value == "{}":
+            return {}, None  # the payload of most jobs, and the default
         if isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
         if isinstance(value, str):
