@@ -608,7 +608,8 @@ def dashboard_context(stats: Stats, waiting_kinds: Iterable[str]) -> dict[str, A
         "lag": span(stats.lag_seconds) if stats.lag_seconds >= 1 else None,
         "slowest": slowest,
         "runners": runners,
-        "live_runners": sum(1 for runner in stats.runners if not runner.gone),
+        # Processes, not lanes: a `runjobs --lanes 2` is one runner.
+        "live_runners": len({runner.process for runner in stats.runners if not runner.gone}),
         "chart": throughput_chart(stats.throughput),
     }
 
@@ -687,6 +688,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     list_display = [
         "hostname",
         "pid",
+        "lane_shown",
         "version",
         "started_at",
         "last_heartbeat",
@@ -704,6 +706,8 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "max_concurrent",
         "running",
         "kinds",
+        "lane",
+        "lanes",
     ]
 
     class Media:
@@ -723,6 +727,10 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     @admin.display(description="last heartbeat", ordering="heartbeat_at")
     def last_heartbeat(self, runner: RunnerProcess) -> str:
         return ago(runner.heartbeat_at, timezone.now())
+
+    @admin.display(description="lane", ordering="lane")
+    def lane_shown(self, runner: RunnerProcess) -> str:
+        return runner.lane_label or NOTHING
 
     @admin.display(description="kinds")
     def kinds_list(self, runner: RunnerProcess) -> str:

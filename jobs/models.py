@@ -261,13 +261,24 @@ class RunnerProcess(models.Model):
     max_concurrent = models.PositiveIntegerField(help_text="Its effective limit right now.")
     running = models.PositiveIntegerField(default=0, help_text="Attempts running right now.")
     kinds = models.JSONField(default=list, help_text="The kinds it has handlers for.")
+    lane = models.PositiveSmallIntegerField(
+        default=0, help_text="Which of its process's claiming loops this is, from 0."
+    )
+    lanes = models.PositiveSmallIntegerField(
+        default=1, help_text="How many claiming loops its process runs (runjobs --lanes)."
+    )
 
     class Meta:
         verbose_name = "runner"
-        ordering = ["hostname", "pid"]
+        ordering = ["hostname", "pid", "lane"]
 
     def __str__(self) -> str:
-        return f"{self.hostname}:{self.pid}"
+        return f"{self.hostname}:{self.pid}" + (f" {self.lane_label}" if self.lanes > 1 else "")
+
+    @property
+    def lane_label(self) -> str:
+        """`lane 1 of 2` for a process that runs several lanes; '' for one that runs one."""
+        return f"lane {self.lane} of {self.lanes}" if self.lanes > 1 else ""
 
     def is_gone(self, now: datetime) -> bool:
         return self.heartbeat_at < now - self.STALE_AFTER

@@ -32,6 +32,13 @@ class RunnerInfo:
     running: int
     kinds: list[str]
     gone: bool
+    #: "lane 0 of 2" for one of a process's lanes (`runjobs --lanes`), else "".
+    lane: str = ""
+
+    @property
+    def process(self) -> tuple[str, int]:
+        """The process it runs in: several lanes share one."""
+        return (self.hostname, self.pid)
 
 
 @dataclass
@@ -183,6 +190,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
             running=r.running,
             kinds=list(r.kinds),
             gone=r.is_gone(now),
+            lane=r.lane_label,
         )
         for r in RunnerProcess.objects.using(alias).all()
     ]

@@ -46,11 +46,21 @@ def make_job(key: str, state: str = State.QUEUED, kind: str = RECORDED, **fields
     return Job.objects.create(kind=kind, key=key, state=state, **values)
 
 
-def make_runner(hostname: str, kinds: list[str], silent_for: timedelta = timedelta(0)):
+def make_runner(
+    hostname: str,
+    kinds: list[str],
+    silent_for: timedelta = timedelta(0),
+    *,
+    pid: int | None = None,
+    lane: int = 0,
+    lanes: int = 1,
+):
     now = timezone.now()
     return RunnerProcess.objects.create(
         hostname=hostname,
-        pid=1000 + RunnerProcess.objects.count(),
+        pid=1000 + RunnerProcess.objects.count() if pid is None else pid,
+        lane=lane,
+        lanes=lanes,
         version="test",
         started_at=now - timedelta(hours=1),
         heartbeat_at=now - silent_for,
@@ -515,6 +525,22 @@ def test_the_dashboard_lists_runners_with_the_gone_ones_marked(admin_client):
     alive = next(row for row in rows(page) if "alive-host" in row)
     assert 'jobs-badge-gone">gone<' in dead, "a silent runner is marked gone"
     assert 'jobs-badge-live">live<' in alive, "a reporting runner is marked live"
+
+
+def test_the_lanes_of_one_process_are_listed_by_lane_and_counted_as_one_live_runner(
+    admin_client,
+):
+    for lane in range(2):
+        make_runner("laned-host", ["a"], pid=4242, lane=lane, lanes=2)
+    make_runner("plain-host", ["a"])
+    page = dashboard(admin_client)
+    laned = [row for row in rows(page) if "laned-host" in row]
+    assert ["lane 0 of 2" in laned[0], "lane 1 of 2" in laned[1]] == [True, True], laned
+    assert "Runners (2 live)" in page, "one process with two lanes is one runner"
+    listed = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    assert "lane 1 of 2" in listed, "the runner list names each lane"
+    plain = next(row for row in rows(listed) if "plain-host" in row)
+    assert "lane" not in plain.replace('class="field-lane_shown"', ""), "one lane shows none"
 
 
 def test_the_dashboard_flags_kinds_no_live_runner_can_run(admin_client):

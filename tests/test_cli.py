@@ -370,6 +370,28 @@ def test_stats_prints_the_dashboards_counts_lag_recent_settles_slowest_kinds_and
     assert "Live kinds no live runner handles: " not in output, "the one live kind is handled"
 
 
+def test_stats_names_the_lane_of_each_runner_a_laned_process_reports():
+    now = timezone.now()
+    for lane in range(2):
+        RunnerProcess.objects.create(
+            hostname="web-1",
+            pid=4242,
+            version="0.1.0",
+            started_at=now,
+            heartbeat_at=now,
+            max_concurrent=4,
+            kinds=["test.record"],
+            lane=lane,
+            lanes=2,
+        )
+
+    status, output = jobs("stats")
+
+    assert status == 0
+    assert re.search(r"web-1:4242 lane 0 of 2\s+0\.1\.0\s+running 0/4", output), output
+    assert re.search(r"web-1:4242 lane 1 of 2\s+0\.1\.0\s+running 0/4", output), output
+
+
 def test_stats_says_so_when_no_runner_is_running_and_which_kinds_wait_for_one():
     make_job("q1", kind="test.sleep")
 

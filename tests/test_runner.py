@@ -23,7 +23,7 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from jobs import Done, Failed, JobHandler, JobSpec, Reschedule, Retry, enqueue
-from jobs.models import LIVE_STATES, Job, State
+from jobs.models import LIVE_STATES, Job, RunnerProcess, State
 from jobs.registry import Registry
 from jobs.runner import producer
 from tests.helpers import wait_until
@@ -726,6 +726,30 @@ def test_two_lanes_together_never_run_more_than_max_concurrent(
 
     assert blocked.most_at_once == 3
     assert set(Job.objects.values_list("state", flat=True)) == {State.DONE}
+
+
+def test_a_lane_reports_itself_as_a_runner_naming_its_lane_and_its_share_of_the_slots(
+    registry, make_runner, configure
+):
+    configure(max_concurrent=8)
+    seen: list[tuple[int, int, int, str]] = []
+
+    class LooksAtRunners(Succeeds):
+        kind = "test.looks_at_runners"
+
+        def run(self, job: Job) -> Done:
+            seen.extend(
+                (r.lane, r.lanes, r.max_concurrent, str(r)) for r in RunnerProcess.objects.all()
+            )
+            return Done()
+
+    registry.register(LooksAtRunners)
+    assert enqueue(JobSpec.now(LooksAtRunners.kind, "k"))
+    make_runner(registry=registry, lane=1, lanes=2).drain()
+
+    ((lane, lanes, slots, shown),) = seen
+    assert (lane, lanes, slots) == (1, 2, 4), "lane 1 of 2 with half of max_concurrent"
+    assert shown.endswith(" lane 1 of 2"), shown
 
 
 def test_only_lane_zero_calls_recover(registry, make_runner):

@@ -20,9 +20,15 @@ FORGET_AFTER = timedelta(days=1)
 
 
 class Presence:
-    def __init__(self, using: str, clock: Callable[[], datetime]) -> None:
+    """One row per lane: a process running `runjobs --lanes 2` shows as two
+    rows with its host and pid, each with its own slots and running count."""
+
+    def __init__(
+        self, using: str, clock: Callable[[], datetime], lane: int = 0, lanes: int = 1
+    ) -> None:
         self.using = using
         self.clock = clock
+        self.lane, self.lanes = lane, lanes
         self.row: RunnerProcess | None = None
 
     def register(self, kinds: list[str], max_concurrent: int) -> None:
@@ -38,6 +44,8 @@ class Presence:
             max_concurrent=max_concurrent,
             running=0,
             kinds=kinds,
+            lane=self.lane,
+            lanes=self.lanes,
         )
 
     def beat(self, running: int, max_concurrent: int, *, force: bool = False) -> None:

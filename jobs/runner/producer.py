@@ -102,7 +102,7 @@ class Runner:
         self.store = for_database(self.using)
         self.executor = Executor(self.store, clock, on_done=self._completed_done)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
-        self.presence = Presence(self.using, clock)
+        self.presence = Presence(self.using, clock, lane, lanes)
         self._listener: threading.Thread | None = None
         self._ticker: threading.Thread | None = None
         self._listener_stop = threading.Event()
