@@ -416,7 +416,7 @@ def stats_lines(stats: Stats, unhandled: Sequence[str] = ()) -> list[str]:
         lines.append("Runners:")
         rows = [
             [
-                f"{r.hostname}:{r.pid}" + (f" {r.lane}" if r.lane else ""),
+                r.name,
                 r.version,
                 f"running {r.running}/{r.max_concurrent}",
                 f"heartbeat {relative(r.heartbeat_at, now)}",

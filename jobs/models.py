@@ -273,7 +273,7 @@ class RunnerProcess(models.Model):
         ordering = ["hostname", "pid", "lane"]
 
     def __str__(self) -> str:
-        return f"{self.hostname}:{self.pid}" + (f" {self.lane_label}" if self.lanes > 1 else "")
+        return " ".join(filter(None, [f"{self.hostname}:{self.pid}", self.lane_label]))
 
     @property
     def lane_label(self) -> str:

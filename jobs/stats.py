@@ -34,6 +34,8 @@ class RunnerInfo:
     gone: bool
     #: "lane 0 of 2" for one of a process's lanes (`runjobs --lanes`), else "".
     lane: str = ""
+    #: How the runner names itself: "host:pid", and its lane when it has one.
+    name: str = ""
 
     @property
     def process(self) -> tuple[str, int]:
@@ -191,6 +193,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
             kinds=list(r.kinds),
             gone=r.is_gone(now),
             lane=r.lane_label,
+            name=str(r),
         )
         for r in RunnerProcess.objects.using(alias).all()
     ]

@@ -16,7 +16,6 @@ taken from a row.
 
 from __future__ import annotations
 
-import json
 import socket
 import traceback
 import uuid
@@ -34,7 +33,7 @@ from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
 from jobs.models import Job, State
 from jobs.queue import enqueue
 from jobs.registry import register
-from jobs.spec import InvalidJobSpec, JobSpec
+from jobs.spec import InvalidJobSpec, JobSpec, strict_json
 
 #: The kind every task job has.
 KIND = "django.task"
@@ -176,7 +175,7 @@ class TaskHandler(JobHandler):
             else:
                 value = task.call(*args, **kwargs)
             value = normalize_json(value)
-            json.dumps(value, allow_nan=False)
+            strict_json(value)
         except Exception as error:
             described = f"{type(error).__module__}.{type(error).__qualname__}\n"
             described += "".join(traceback.format_exception(error))

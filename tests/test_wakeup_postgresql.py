@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.operations import run_now
-from jobs.store.postgresql import WAKEUP_CHANNEL
+from jobs.store.postgresql import WAKEUP_CHANNEL, plain_connection_params
 from tests.helpers import wait_until
 from tests.jobapp.models import Execution
 
@@ -23,12 +23,7 @@ AN_HOUR_MS = 3_600_000
 
 
 def listener() -> psycopg.Connection:
-    params = {
-        k: v
-        for k, v in connection.get_connection_params().items()
-        if k not in ("cursor_factory", "context", "prepare_threshold")
-    }
-    conn = psycopg.connect(**params, autocommit=True)
+    conn = psycopg.connect(**plain_connection_params(connection), autocommit=True)
     conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
     return conn
 

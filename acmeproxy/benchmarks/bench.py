@@ -271,6 +271,14 @@ def drain(count: int, label: str, *, lanes: int = 1, **config: int) -> Result:
     return Result(f"drain ({label})", numbers)
 
 
+def _rate(part: str, count: int, seconds: float, *, jobs: int | None = None) -> Result:
+    """`count` jobs handled in `seconds`, as a part's result; `jobs` when fewer
+    than `count` were written (refused duplicates)."""
+    return Result(
+        part, {"jobs": count if jobs is None else jobs, "jobs_per_second": round(count / seconds)}
+    )
+
+
 def enqueue_rates(count: int) -> list[Result]:
     """`count` enqueue calls, each its own transaction."""
     _clean()
@@ -285,14 +293,8 @@ def enqueue_rates(count: int) -> list[Result]:
     bulk = time.perf_counter() - started
     _clean()
     return [
-        Result(
-            "enqueue (one per transaction)",
-            {"jobs": count, "jobs_per_second": round(count / one_by_one)},
-        ),
-        Result(
-            "enqueue_many (one call)",
-            {"jobs": sum(queued), "jobs_per_second": round(count / bulk)},
-        ),
+        _rate("enqueue (one per transaction)", count, one_by_one),
+        _rate("enqueue_many (one call)", count, bulk, jobs=sum(queued)),
     ]
 
 
@@ -308,13 +310,8 @@ def raw_enqueue_rates(count: int) -> list[Result]:
     from jobs.store import postgresql
 
     _clean()
-    params = {
-        key: value
-        for key, value in connection.get_connection_params().items()
-        if key not in ("cursor_factory", "context", "prepare_threshold")
-    }
     now = timezone.now()
-    with psycopg.connect(**params, autocommit=True) as raw:
+    with psycopg.connect(**postgresql.plain_connection_params(connection), autocommit=True) as raw:
         started = time.perf_counter()
         for n in range(count):
             row = [uuid.uuid4(), NOOP, f"r{n}", Jsonb({}), None, 5, now, None, now, now]
@@ -335,14 +332,8 @@ def raw_enqueue_rates(count: int) -> list[Result]:
         bulk = time.perf_counter() - started
     _clean()
     return [
-        Result(
-            "enqueue, raw psycopg (the same INSERT)",
-            {"jobs": count, "jobs_per_second": round(count / one_by_one)},
-        ),
-        Result(
-            "enqueue_many, raw (the statement alone)",
-            {"jobs": count, "jobs_per_second": round(count / bulk)},
-        ),
+        _rate("enqueue, raw psycopg (the same INSERT)", count, one_by_one),
+        _rate("enqueue_many, raw (the statement alone)", count, bulk),
     ]
 
 
@@ -412,10 +403,7 @@ def ceiling(count: int) -> Result:
     elapsed = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE bench_ceiling")
-    return Result(
-        "ceiling (raw SKIP LOCKED batch loop)",
-        {"jobs": claimed_total, "jobs_per_second": round(claimed_total / elapsed)},
-    )
+    return _rate("ceiling (raw SKIP LOCKED batch loop)", claimed_total, elapsed)
 
 
 def ceiling_per_pass(count: int, batch: int = 8) -> Result:
@@ -440,10 +428,7 @@ def ceiling_per_pass(count: int, batch: int = 8) -> Result:
     elapsed = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE bench_ceiling")
-    return Result(
-        f"ceiling, {batch} per pass (raw settle-and-claim loop)",
-        {"jobs": settled_total, "jobs_per_second": round(settled_total / elapsed)},
-    )
+    return _rate(f"ceiling, {batch} per pass (raw settle-and-claim loop)", settled_total, elapsed)
 
 
 #: A scratch table shaped like the ready part of jobs_job.

@@ -21,6 +21,7 @@ from typing import Any, cast
 import psycopg
 from django.conf import settings
 from django.db import DataError
+from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
@@ -315,11 +316,7 @@ class PostgreSQLStore(Store):
         return {row[0] for row in rows}
 
     def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
-        params = {
-            key: value
-            for key, value in self.connection.get_connection_params().items()
-            if key not in ("cursor_factory", "context", "prepare_threshold")
-        }
+        params = plain_connection_params(self.connection)
         delay = LISTEN_TICK_SECONDS
         while not stopping.is_set():
             try:
@@ -372,6 +369,18 @@ class PostgreSQLStore(Store):
         return in_run_at_order(claims)
 
 
+def plain_connection_params(connection: BaseDatabaseWrapper) -> dict[str, Any]:
+    """What `psycopg.connect` needs to reach the database `connection` reaches,
+    without the cursor class, adapters context and preparing policy Django
+    sets up for its own use: for a connection of one's own (the listener's, a
+    benchmark's raw baseline)."""
+    return {
+        key: value
+        for key, value in connection.get_connection_params().items()
+        if key not in ("cursor_factory", "context", "prepare_threshold")
+    }
+
+
 def _rows_as_far_as_they_load(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
     """The cursor's result with each value loaded as its column's type, or left
     as its text where the driver refuses it. The slow path, for a result that
@@ -379,14 +388,11 @@ def _rows_as_far_as_they_load(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ..
     result = cursor.pgresult
     if result is None:
         return []
-    loaders = [
-        cursor.adapters.get_loader(result.ftype(column), Format(result.fformat(column)))
-        for column in range(result.nfields)
-    ]
-    column_loaders = [
-        None if loader is None else loader(result.ftype(column), cursor)
-        for column, loader in enumerate(loaders)
-    ]
+    column_loaders = []
+    for column in range(result.nfields):
+        oid = result.ftype(column)
+        loader_class = cursor.adapters.get_loader(oid, Format(result.fformat(column)))
+        column_loaders.append(None if loader_class is None else loader_class(oid, cursor))
     encoding = cursor.connection.info.encoding
     rows = []
     for number in range(result.ntuples):
