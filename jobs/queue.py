@@ -10,7 +10,6 @@ the job at its next poll.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Iterable
@@ -79,7 +78,8 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     Every spec is validated before anything is written, so one bad spec
     raises `InvalidJobSpec` and queues none. A spec whose identity a live job
     holds, or an earlier spec in the same call, is refused with False. One
-    statement on PostgreSQL; one transaction on SQLite.
+    transaction, and on PostgreSQL one round trip (a statement per
+    thousand specs, pipelined: see `PostgreSQLStore.insert_many`).
     """
     specs = list(specs)
     payloads = [spec.validate() for spec in specs]
@@ -87,13 +87,13 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
         return []
     store, now, attempts = for_database(using), timezone.now(), _default_attempts()
     rows = [
-        _row(spec, payload, job_id, now, attempts)
-        for spec, payload, job_id in zip(specs, payloads, _new_ids(len(specs)), strict=True)
+        _row(spec, payload, None, now, attempts)
+        for spec, payload in zip(specs, payloads, strict=True)
     ]
-    inserted = store.insert_many(rows)
-    if inserted:
+    queued = store.insert_many(rows)
+    if any(queued):
         transaction.on_commit(wakeup.ring, using=store.using)
-    return [row.id in inserted for row in rows]
+    return queued
 
 
 def _default_attempts() -> int:
@@ -101,15 +101,12 @@ def _default_attempts() -> int:
     return config.initial().max_attempts
 
 
-def _new_ids(count: int) -> list[uuid.UUID]:
-    """`count` random (version 4) UUIDs, as `uuid.uuid4` makes them, from one
-    read of the system's randomness rather than one read each."""
-    randomness = os.urandom(16 * count)
-    return [uuid.UUID(bytes=randomness[n : n + 16], version=4) for n in range(0, 16 * count, 16)]
-
-
 def _row(
-    spec: JobSpec, payload_json: str, job_id: uuid.UUID, now: datetime, default_max_attempts: int
+    spec: JobSpec,
+    payload_json: str,
+    job_id: uuid.UUID | None,
+    now: datetime,
+    default_max_attempts: int,
 ) -> NewJob:
     return NewJob(
         id=job_id,

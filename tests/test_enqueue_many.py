@@ -1,14 +1,16 @@
-"""`enqueue_many`: every rule of `enqueue`, for a batch, in one statement or transaction."""
+"""`enqueue_many`: every rule of `enqueue`, for a batch, in one transaction (on
+PostgreSQL and MySQL a statement per chunk of rows, not per row)."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from jobs import InvalidJobSpec, JobSpec, enqueue, enqueue_many
 from jobs.models import Job
 from jobs.queue import wakeup
+from jobs.store import postgresql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,6 +57,69 @@ def test_a_batch_is_one_statement_on_postgresql_and_mysql_and_one_transaction_on
     expected = 50 if connection.vendor == "sqlite" else 1
     assert len(inserts) == expected
     assert Job.objects.count() == 50
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
+    """PostgreSQL's statement per chunk, at 3 rows a chunk, so a short batch spans several."""
+    monkeypatch.setattr(postgresql, "INSERT_MANY_CHUNK", 3)
+    return 3
+
+
+def test_a_batch_spanning_several_statements_answers_for_each_spec_in_order(small_chunks):
+    assert enqueue(JobSpec.now("test.record", "held"))
+    keys = ["a", "b", "held", "c", "a", "d", "b", "e"]  # repeats cross the 3-row chunks
+    answers = enqueue_many([JobSpec.now("test.record", key) for key in keys])
+    assert answers == [True, True, False, True, False, True, False, True], (
+        "an identity taken by an earlier chunk is refused as within one statement"
+    )
+    assert sorted(Job.objects.values_list("key", flat=True)) == ["a", "b", "c", "d", "e", "held"]
+
+
+@pytest.mark.postgresql
+def test_a_batch_on_postgresql_is_a_statement_per_chunk_with_ids_from_the_database(
+    small_chunks,
+):
+    specs = [JobSpec.now("test.record", f"k{n}") for n in range(8)]
+    with CaptureQueriesContext(connection) as queries:
+        assert all(enqueue_many(specs))
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert sum("INSERT" in text for text in sql) == 3, "8 rows at 3 a chunk"
+    assert Job.objects.count() == 8
+    ids = list(Job.objects.values_list("id", flat=True))
+    assert len(set(ids)) == 8, "the database gives each row its own id"
+    assert {job_id.version for job_id in ids} == {4}, "a random UUID, as uuid.uuid4 makes"
+
+
+@pytest.mark.postgresql
+def test_a_statement_refused_in_a_later_chunk_writes_nothing_from_the_earlier_ones(
+    small_chunks,
+):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION test_refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN IF NEW.key = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF;"
+            " RETURN NEW; END $$;"
+            "CREATE TRIGGER test_refuse_poison BEFORE INSERT ON jobs_job"
+            " FOR EACH ROW EXECUTE FUNCTION test_refuse_poison()"
+        )
+    try:
+        keys = [f"k{n}" for n in range(7)] + ["poison"]  # the third chunk fails
+        with pytest.raises(DatabaseError, match="poison refused"):
+            enqueue_many([JobSpec.now("test.record", key) for key in keys])
+        assert not Job.objects.exists(), "the chunks before it are rolled back with it"
+        with transaction.atomic():
+            with pytest.raises(DatabaseError):
+                enqueue_many([JobSpec.now("test.record", key) for key in keys])
+            assert enqueue(JobSpec.now("test.record", "after")), (
+                "the caller's transaction is still usable after a refused batch"
+            )
+        assert list(Job.objects.values_list("key", flat=True)) == ["after"]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DROP TRIGGER test_refuse_poison ON jobs_job; DROP FUNCTION test_refuse_poison()"
+            )
 
 
 def enqueue_many_then_fail() -> None:

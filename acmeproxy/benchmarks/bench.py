@@ -319,7 +319,6 @@ def raw_enqueue_rates(count: int) -> list[Result]:
         one_by_one = time.perf_counter() - started
         _clean()
         arrays = [
-            "{" + ",".join(str(uuid.uuid4()) for _ in range(count)) + "}",
             "{" + ",".join([NOOP] * count) + "}",
             "{" + ",".join(f"b{n}" for n in range(count)) + "}",
             "{" + ",".join(['"{}"'] * count) + "}",

@@ -11,6 +11,7 @@ ORM; a vendor module holds the statements whose SQL differs (claim, insert).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -35,10 +36,13 @@ class NewJob:
 
     Not frozen: a frozen dataclass sets each field through `object.__setattr__`,
     which made building one five times slower, a tenth of `enqueue_many`'s
-    Python per spec. Nothing writes to one after it is built.
+    Python per spec. Nothing writes to one after it is built, except
+    `with_ids`, which gives each row without an id its own.
     """
 
-    id: uuid.UUID
+    #: None for a row of `enqueue_many`: the store (or the database) picks
+    #: a random one; only stores that must send an id make it.
+    id: uuid.UUID | None
     kind: str
     key: str
     payload: dict[str, Any]  # already checked to be a JSON object
@@ -167,7 +171,7 @@ class Store:
         """
         prepare = self.prepare
         params = [
-            prepare("id", row.id),
+            prepare("id", uuid.uuid4() if row.id is None else row.id),
             row.kind,
             row.key,
             prepare("payload", row.payload),
@@ -182,14 +186,15 @@ class Store:
             cursor.execute(self.INSERT_SQL, params)
             return cursor.fetchone() is not None
 
-    def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
-        """Insert many queued rows, each unless its identity is held; the ids inserted.
+    def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
+        """Insert many queued rows, each unless its identity is held (by a live
+        row, or by an earlier row of `rows`); for each row, whether it was.
 
         Here one insert per row inside one transaction (one commit); vendors
         with a bulk form override it.
         """
         with transaction.atomic(using=self.using):
-            return {row.id for row in rows if self.insert(row)}
+            return [self.insert(row) for row in with_ids(rows)]
 
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         """Claim up to `limit` ready rows of the kinds in `leases`, in `run_at` order.
@@ -444,6 +449,16 @@ class Store:
         if value is None or isinstance(value, datetime):
             return value
         raise ValueError("the database driver cannot load it")
+
+
+def with_ids(rows: Sequence[NewJob]) -> Sequence[NewJob]:
+    """`rows`, each without an id given a random (version 4) UUID, as `uuid.uuid4`
+    makes them, from one read of the system's randomness rather than one each."""
+    missing = [row for row in rows if row.id is None]
+    randomness = os.urandom(16 * len(missing))
+    for n, row in enumerate(missing):
+        row.id = uuid.UUID(bytes=randomness[16 * n : 16 * n + 16], version=4)
+    return rows
 
 
 def lease_ends(now: datetime, leases: Mapping[str, timedelta]) -> dict[str, datetime]:

@@ -30,7 +30,7 @@ from django.db import DatabaseError, OperationalError, transaction
 from django.utils.timezone import is_naive, make_aware
 
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
-from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, lease_ends
+from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, lease_ends, with_ids
 
 #: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
 ER_DUP_ENTRY = 1062
@@ -165,24 +165,26 @@ class MySQLStore(Store):
         with self._identities_locked([(row.kind, row.key)]):
             return bool(self._insert([row]))
 
-    def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
+    def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
         if not rows:
-            return set()
+            return []
+        rows = with_ids(rows)
         with (
             transaction.atomic(using=self.using),
             self._identities_locked((row.kind, row.key) for row in rows),
         ):
             inserted = self._insert(rows)
             if inserted == len(rows):
-                return {row.id for row in rows}
+                return [True] * len(rows)
             if not inserted:
-                return set()
+                return [False] * len(rows)
             with self.connection.cursor() as cursor:
                 cursor.execute(
                     INSERTED_SQL.format(ids=_placeholders(len(rows))),
                     [self.prepare("id", row.id) for row in rows],
                 )
-                return {self.decode_uuid(found[0]) for found in cursor.fetchall()}
+                found = {self.decode_uuid(found[0]) for found in cursor.fetchall()}
+            return [row.id in found for row in rows]
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
         with self.connection.cursor() as cursor:

@@ -10,6 +10,7 @@ runner wakes; the claim still gives each row to one of them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -20,7 +21,7 @@ from typing import Any, cast
 
 import psycopg
 from django.conf import settings
-from django.db import DataError
+from django.db import DataError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.pq import Format
 from psycopg.types.json import Jsonb
@@ -65,20 +66,30 @@ INSERT_SQL = f"""
 
 #: Insert many queued rows from parallel arrays; a spec without its own budget
 #: takes the config row's, as in the single insert. Rows whose identity is
-#: held (by a live row, or by an earlier row of the same batch) are skipped.
+#: held (by a live row, or by an earlier row of the same batch) are skipped;
+#: each inserted row answers with its identity, which names one row of the
+#: batch (the first to claim it). Ids are the database's own random UUIDs
+#: (version 4, as `uuid.uuid4` makes): nobody reads them back, and making
+#: them in Python was a third of `enqueue_many`'s own time per spec.
 INSERT_MANY_SQL = f"""
     INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
                           run_at, deadline, lease_expires_at, last_error,
                           created_at, updated_at, finished_at)
-    SELECT d.id, d.kind, d.key, d.payload, 'queued', 0,
+    SELECT gen_random_uuid(), d.kind, d.key, d.payload, 'queued', 0,
            COALESCE(d.max_attempts, ({Store.CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
            d.run_at, d.deadline, NULL, '', %s, %s, NULL
-    FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::integer[],
+    FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::integer[],
                 %s::timestamptz[], %s::timestamptz[])
-         AS d(id, kind, key, payload, max_attempts, run_at, deadline)
+         AS d(kind, key, payload, max_attempts, run_at, deadline)
     ON CONFLICT DO NOTHING
-    RETURNING id
+    RETURNING kind, "key"
 """
+
+#: Rows per statement of `insert_many`. The statements go out in one pipeline,
+#: so PostgreSQL inserts one while Python writes the arrays of the next: an
+#: `enqueue_many` of 5,000 measured ~25,000 jobs/s in chunks of 500 or 1,000
+#: against ~22,700 as one statement, on a day the statement alone ran 28,800.
+INSERT_MANY_CHUNK = 1_000
 
 #: Wake the listeners when the current transaction commits.
 NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', %s)"
@@ -203,15 +214,9 @@ class PostgreSQLStore(Store):
     INSERT_SQL = INSERT_SQL
     wakes_other_processes = True
 
-    def _fetch(
-        self,
-        sql: str,
-        params: Mapping[str, Any] | Sequence[Any],
-        *,
-        plan_once: bool = False,
-        claimed_rows: bool = False,
-    ) -> list[tuple[Any, ...]]:
-        """Run one of this store's hot statements and return its rows.
+    def _cursor(self, *, plan_once: bool = False, claimed_rows: bool = False) -> Any:
+        """A cursor for one of this store's hot statements: Django's wrapper
+        around a psycopg cursor that binds on the server.
 
         Parameters are bound by the server, not quoted into the text on the
         client as Django's cursors do: a pass names every id it settles, and
@@ -224,12 +229,8 @@ class PostgreSQLStore(Store):
         so its errors are Django's `DatabaseError`, execute wrappers see it,
         and DEBUG's query log (and `CaptureQueriesContext`) lists it.
 
-        With `claimed_rows`, for a claim's result: its dates load through
-        `_TIMESTAMPTZ_LOADER`, and a value the driver cannot load (a date
-        written by hand as `infinity`, which no datetime holds) comes back as
-        its text instead of failing the whole result: the claim has already
-        committed its rows as running, and must hand each one back (see
-        `claim_from_row`).
+        With `claimed_rows`, for a claim's result, its dates load through
+        `_TIMESTAMPTZ_LOADER` (see `_fetch` for the values that do not load).
         """
         connection = self.connection  # one lookup: each is a thread-local read
         connection.ensure_connection()
@@ -252,21 +253,38 @@ class PostgreSQLStore(Store):
             driver_cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _TIMESTAMPTZ_LOADER)
         wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
         # Typed as taking Django's own wrapper; at run time any DB-API cursor.
-        with wrap(cast(Any, driver_cursor)) as cursor:
+        return wrap(cast(Any, driver_cursor))
+
+    def _fetch(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | Sequence[Any],
+        *,
+        plan_once: bool = False,
+        claimed_rows: bool = False,
+    ) -> list[tuple[Any, ...]]:
+        """Run one of this store's hot statements (see `_cursor`) and return its rows.
+
+        With `claimed_rows`, a value the driver cannot load (a date written by
+        hand as `infinity`, which no datetime holds) comes back as its text
+        instead of failing the whole result: the claim has already committed
+        its rows as running, and must hand each one back (see `claim_from_row`).
+        """
+        with self._cursor(plan_once=plan_once, claimed_rows=claimed_rows) as cursor:
             cursor.execute(sql, params)
             try:
                 rows: list[tuple[Any, ...]] = cursor.fetchall()
             except DataError:
                 if not claimed_rows:
                     raise
-                rows = _rows_as_far_as_they_load(driver_cursor)
+                rows = _rows_as_far_as_they_load(cursor.cursor)
             return rows
 
     def insert(self, row: NewJob) -> bool:
         """The portable insert, bound by the server and prepared (see `_fetch`):
         quoting ten values on the client was most of an enqueue's own time."""
         params = [
-            row.id,
+            uuid.uuid4() if row.id is None else row.id,
             row.kind,
             row.key,
             Jsonb(row.payload_json, dumps=_already_json),
@@ -283,31 +301,38 @@ class PostgreSQLStore(Store):
         with self.connection.cursor() as cursor:
             cursor.execute(NOTIFY_SQL, [payload])
 
-    def insert_many(self, rows: Sequence[NewJob]) -> set[uuid.UUID]:
-        """One statement for the batch, its columns as array literals (see
-        `_settle_params`), then one notice if anything was inserted."""
+    def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
+        """A statement per `INSERT_MANY_CHUNK` rows, all sent in one pipeline
+        inside one transaction, then one notice if anything was inserted.
+
+        Each statement's columns are array literals (see `_settle_params`).
+        The statements run in order, so a row refused for an identity an
+        earlier chunk took is refused as it would be inside one statement; a
+        statement that fails rolls back every chunk with it.
+        """
         if not rows:
-            return set()
-        params: list[Any] = [
-            rows[0].default_max_attempts,
-            rows[0].now,
-            rows[0].now,
-            _plain_array_literal(row.id.hex for row in rows),
-            _array_literal(row.kind for row in rows),
-            _array_literal(row.key for row in rows),
-            _array_literal(row.payload_json for row in rows),
-            _plain_array_literal(
-                None if n is None else str(n) for n in (r.max_attempts for r in rows)
-            ),
-            _plain_array_literal(row.run_at.isoformat() for row in rows),
-            _plain_array_literal(
-                None if row.deadline is None else row.deadline.isoformat() for row in rows
-            ),
-        ]
-        inserted = {row[0] for row in self._fetch(INSERT_MANY_SQL, params)}
-        if inserted:
-            self.notify()
-        return inserted
+            return []
+        chunks = [rows[n : n + INSERT_MANY_CHUNK] for n in range(0, len(rows), INSERT_MANY_CHUNK)]
+        queued = [False] * len(rows)
+        with transaction.atomic(using=self.using), contextlib.ExitStack() as cursors:
+            connection = self.connection
+            connection.ensure_connection()
+            with connection.wrap_database_errors, connection.connection.pipeline():
+                sent = []
+                for chunk in chunks:
+                    cursor = cursors.enter_context(self._cursor())
+                    cursor.execute(INSERT_MANY_SQL, _insert_many_params(chunk))
+                    sent.append(cursor)
+                # Written while PostgreSQL inserts: which row each identity names.
+                first: dict[tuple[str, str], int] = {}
+                for n, row in enumerate(rows):
+                    first.setdefault((row.kind, row.key), n)
+                for cursor in sent:
+                    for kind, key in cursor.fetchall():
+                        queued[first[kind, key]] = True
+            if any(queued):
+                self.notify()
+        return queued
 
     def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
         if not done:
@@ -434,6 +459,24 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
             None if result is None else strict_json(result) for _, result in done
         ),
     }
+
+
+def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
+    """What `INSERT_MANY_SQL` reads for `rows`: the batch's shared values, then
+    its columns as array literals (see `_settle_params`)."""
+    return [
+        rows[0].default_max_attempts,
+        rows[0].now,
+        rows[0].now,
+        _array_literal(row.kind for row in rows),
+        _array_literal(row.key for row in rows),
+        _array_literal(row.payload_json for row in rows),
+        _plain_array_literal(None if n is None else str(n) for n in (r.max_attempts for r in rows)),
+        _plain_array_literal(row.run_at.isoformat() for row in rows),
+        _plain_array_literal(
+            None if row.deadline is None else row.deadline.isoformat() for row in rows
+        ),
+    ]
 
 
 def _already_json(text: str) -> str:
