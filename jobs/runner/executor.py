@@ -130,6 +130,8 @@ class Executor:
     def report_done(self, batch: list[tuple[Attempt, Done]], won: set[uuid.UUID]) -> None:
         """Log each settled `Done`, and each that lost its row to a newer claim."""
         log_done = log.enabled(logging.DEBUG)
+        if not log_done and len(won) == len(batch):
+            return  # every one won (the ids of a batch are distinct): nothing to say
         for attempt, _ in batch:
             if attempt.job.id in won:
                 if log_done:

@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
@@ -109,7 +108,9 @@ class Runner:
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._in_flight: dict[uuid.UUID, Attempt] = {}
+        #: The attempts running or awaiting their settle, in claim order (a
+        #: dict used as an ordered set: attempts hash by identity, in C).
+        self._in_flight: dict[Attempt, None] = {}
         #: The attempts the last pass started: what `_gather` waits for.
         self._gathering: _Gathering | None = None
         #: Attempts that ended `Done`, waiting for the next pass to settle them
@@ -343,7 +344,7 @@ class Runner:
                 )
             started.append(attempt)
         with self._lock:
-            self._in_flight.update((attempt.job.id, attempt) for attempt in started)
+            self._in_flight.update(dict.fromkeys(started))
             self._gathering = _Gathering(started) if started else None
         self.pool.submit_many(started)
         self.passes += 1
@@ -424,7 +425,7 @@ class Runner:
 
     def in_flight(self) -> list[Attempt]:
         with self._lock:
-            return list(self._in_flight.values())
+            return list(self._in_flight)
 
     # -- internals -------------------------------------------------------------
 
@@ -478,8 +479,7 @@ class Runner:
         since the loop is the one that would answer it."""
         with self._lock:
             for attempt in attempts:
-                if self._in_flight.get(attempt.job.id) is attempt:
-                    del self._in_flight[attempt.job.id]
+                self._in_flight.pop(attempt, None)
 
     def _reap(self, now: datetime) -> None:
         for attempt in self.in_flight():
