@@ -40,8 +40,9 @@ class NewJob:
     `with_ids`, which gives each row without an id its own.
     """
 
-    #: None for a row of `enqueue_many`: the store (or the database) picks
-    #: a random one; only stores that must send an id make it.
+    #: None for a row of `enqueue_many`: a store that must send an id gives
+    #: it one with `with_ids`, PostgreSQL's database makes its own. `insert`
+    #: is always handed an id (`enqueue` makes it, or its caller chooses it).
     id: uuid.UUID | None
     kind: str
     key: str
@@ -171,7 +172,7 @@ class Store:
         """
         prepare = self.prepare
         params = [
-            prepare("id", uuid.uuid4() if row.id is None else row.id),
+            prepare("id", row.id),
             row.kind,
             row.key,
             prepare("payload", row.payload),

@@ -284,7 +284,7 @@ class PostgreSQLStore(Store):
         """The portable insert, bound by the server and prepared (see `_fetch`):
         quoting ten values on the client was most of an enqueue's own time."""
         params = [
-            uuid.uuid4() if row.id is None else row.id,
+            row.id,
             row.kind,
             row.key,
             Jsonb(row.payload_json, dumps=_already_json),
