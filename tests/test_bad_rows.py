@@ -11,7 +11,7 @@ its JSON_VALID check is switched off), and the tests say which is which.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -228,14 +228,49 @@ def test_a_date_column_written_by_hand_as_garbage_is_retired_saying_which(
     assert reloaded(good).state == State.DONE, "the row beside it still ran"
 
 
-@pytest.mark.parametrize("column", ["deadline", "created_at"])
-def test_a_postgresql_date_written_by_hand_as_infinity_is_retired_saying_which_and_the_rest_run(
-    handler, registry, make_runner, column
-):
-    """timestamptz holds `infinity`, which no datetime can: the driver refuses to
-    load it, and the claim (already committed) must still hand back every row."""
+@pytest.mark.parametrize("value", ["infinity", "-infinity", "10000-01-01 00:00:00+00"])
+@pytest.mark.parametrize("column", ["run_at", "deadline", "created_at"])
+def test_postgresql_refuses_a_date_written_by_hand_that_no_datetime_holds(column, value):
+    """timestamptz holds `infinity` and years past 9999; a Python datetime does
+    not, and one such row made every admin page listing it fail."""
+    if not on_postgresql():
+        pytest.skip("about PostgreSQL's timestamptz, which holds what a datetime cannot")
+    job = queue("bad")
+    before = getattr(job, column)
+
+    with (
+        pytest.raises(IntegrityError, match="jobs_job_dates_in_range"),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(f'UPDATE jobs_job SET "{column}" = %s WHERE id = %s', [value, job.id])
+
+    assert getattr(reloaded(job), column) == before, "nothing is written"
+
+
+@pytest.fixture
+def without_dates_check() -> Iterator[None]:
+    """jobs_job without migration 0006's check, as someone may have left it
+    (dropped for a restore, say); put back afterwards."""
     if not on_postgresql():
         pytest.skip("about PostgreSQL's timestamptz, which holds infinity")
+    from jobs.store.postgresql import DATES_IN_RANGE_SQL, DROP_DATES_IN_RANGE_SQL
+
+    with connection.cursor() as cursor:
+        cursor.execute(DROP_DATES_IN_RANGE_SQL)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM jobs_job")
+            cursor.execute(DATES_IN_RANGE_SQL)
+
+
+@pytest.mark.parametrize("column", ["deadline", "created_at"])
+def test_where_the_check_was_dropped_a_date_of_infinity_is_retired_saying_which_and_the_rest_run(
+    handler, registry, make_runner, column, without_dates_check
+):
+    """The driver refuses to load `infinity`, and the claim (already committed)
+    must still hand back every row."""
     good, bad, later = queue("good"), queue("bad"), queue("later")
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE jobs_job SET \"{column}\" = 'infinity' WHERE id = %s", [bad.id])
@@ -250,6 +285,37 @@ def test_a_postgresql_date_written_by_hand_as_infinity_is_retired_saying_which_a
     assert sorted(handler.runs) == ["good", "later"], "the rows claimed with it ran, it did not"
     assert handler.abandoned == [("bad", retired["last_error"])], "abandon is called once"
     assert reloaded(good).state == reloaded(later).state == State.DONE, "and settled done"
+
+
+def test_migrating_moves_dates_no_datetime_holds_to_the_nearest_one_so_the_admin_lists_them(
+    admin_client,
+):
+    if not on_postgresql():
+        pytest.skip("about PostgreSQL's timestamptz, which holds what a datetime cannot")
+    never, long_ago, fine = queue("never"), queue("long ago"), queue("fine")
+    call_command("migrate", "jobs", "0005", verbosity=0)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE jobs_job SET run_at = 'infinity', deadline = '20000-01-01 00:00:00+00' "
+                "WHERE id = %s",
+                [never.id],
+            )
+            cursor.execute(
+                "UPDATE jobs_job SET created_at = '-infinity' WHERE id = %s", [long_ago.id]
+            )
+    finally:
+        call_command("migrate", "jobs", verbosity=0)
+
+    assert (reloaded(never).run_at, reloaded(never).deadline) == (LATEST, LATEST), (
+        "infinity and a year past 9999 become the latest instant a datetime holds"
+    )
+    assert reloaded(long_ago).created_at == EARLIEST, "-infinity the earliest"
+    assert reloaded(fine).run_at == fine.run_at, "a date in range is left as it was"
+    assert admin_client.get(reverse("admin:jobs_job_changelist")).status_code == 200, (
+        "the admin's list renders them"
+    )
+    call_command("jobs", "list", stdout=_Sink())
 
 
 def test_an_unusable_row_of_a_kind_with_no_handler_waits_unclaimed(handler, registry, make_runner):
