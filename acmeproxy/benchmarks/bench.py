@@ -430,6 +430,23 @@ def ceiling_per_pass(count: int, batch: int = 8) -> Result:
     return _rate(f"ceiling, {batch} per pass (raw settle-and-claim loop)", settled_total, elapsed)
 
 
+def drains_against_ceilings(results: list[Result]) -> None:
+    """Beside each ceiling, each drain's rate as a fraction of it: the figure to
+    compare across hours and days, since the drains and the raw loops move
+    with the machine together."""
+    drains = {
+        result.part.removeprefix("drain (").removesuffix(")"): result.numbers["jobs_per_second"]
+        for result in results
+        if result.part.startswith("drain (") and result.numbers.get("jobs_per_second")
+    }
+    for result in results:
+        ceiling = result.numbers.get("jobs_per_second")
+        if result.part.startswith("ceiling") and ceiling and drains:
+            result.numbers["drains_as_fraction"] = {
+                label: round(rate / ceiling, 2) for label, rate in drains.items()
+            }
+
+
 #: A scratch table shaped like the ready part of jobs_job.
 CEILING_SETUP_SQL = """
     DROP TABLE IF EXISTS bench_ceiling;

@@ -50,3 +50,30 @@ def test_resident_memory_shows_a_process_that_grows_late_in_its_run():
     assert quarter is not None, "sampled from /proc"
     assert whole is not None
     assert whole - quarter > 150, f"{quarter} MB in the first quarter, {whole} MB in all"
+
+
+def test_each_ceiling_shows_every_drain_as_a_fraction_of_it():
+    results = [
+        Result("drain (default config)", {"jobs_per_second": 2_000}),
+        Result("drain (tuned)", {"jobs_per_second": 5_000}),
+        Result("enqueue (one per transaction)", {"jobs_per_second": 900}),
+        Result("ceiling (raw SKIP LOCKED batch loop)", {"jobs_per_second": 20_000}),
+        Result("ceiling, 8 per pass (raw settle-and-claim loop)", {"jobs_per_second": 4_000}),
+    ]
+
+    bench.drains_against_ceilings(results)
+
+    assert results[3].numbers["drains_as_fraction"] == {"default config": 0.1, "tuned": 0.25}
+    assert results[4].numbers["drains_as_fraction"] == {"default config": 0.5, "tuned": 1.25}
+    assert "drains_as_fraction" not in results[2].numbers, "only ceilings carry it"
+
+
+def test_a_ceiling_skipped_on_sqlite_or_run_without_drains_carries_no_fractions():
+    skipped = Result("ceiling", {"skipped": "PostgreSQL only"})
+    alone = Result("ceiling (raw SKIP LOCKED batch loop)", {"jobs_per_second": 20_000})
+
+    bench.drains_against_ceilings([Result("drain (tuned)", {"jobs_per_second": 5_000}), skipped])
+    bench.drains_against_ceilings([alone])
+
+    assert skipped.numbers == {"skipped": "PostgreSQL only"}
+    assert alone.numbers == {"jobs_per_second": 20_000}

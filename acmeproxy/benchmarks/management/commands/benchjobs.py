@@ -83,6 +83,7 @@ class Command(BaseCommand):
             results.append(bench.ceiling(options["jobs"]))
             if connection.vendor == "postgresql":
                 results.append(bench.ceiling_per_pass(options["jobs"]))
+            bench.drains_against_ceilings(results)
         if "scale" in parts:
             results.append(bench.scale(200, options["settled"], options["settled"] // 10))
         header = {
