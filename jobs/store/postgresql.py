@@ -306,7 +306,8 @@ class PostgreSQLStore(Store):
         """Run one of this store's hot statements (see `_cursor`) and return its rows.
 
         With `claimed_rows`, a value the driver cannot load (a date written by
-        hand as `infinity`, which no datetime holds) comes back as its text
+        hand as `infinity`, which no datetime holds, in a table whose check
+        from migration 0006 was dropped) comes back as its text
         instead of failing the whole result: the claim has already committed
         its rows as running, and must hand each one back (see `claim_from_row`).
         """
