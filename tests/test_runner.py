@@ -10,6 +10,7 @@ about time; the one exception is the async budget, which must really cancel.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import threading
@@ -1075,3 +1076,49 @@ def test_a_live_row_is_never_claimed_twice_by_two_runners_draining_together(
     keys = [key for key, _ in handler.runs]
     assert sorted(keys) == sorted(f"k{n}" for n in range(40)), "every job ran exactly once"
     assert not Job.objects.filter(state__in=LIVE_STATES).exists()
+
+
+def test_a_drain_opens_a_connection_per_thread_not_per_job_whatever_conn_max_age_says(
+    registry, make_runner, configure
+):
+    """Django closes a connection older than `CONN_MAX_AGE` (0: every one) when a
+    request ends; a runner never ends a request, so its loop and each worker
+    keep theirs for as long as they live, and a handler's queries reuse its
+    worker's. Counted with Django's own `connection_created` signal."""
+    from django.db import connection
+    from django.db.backends.signals import connection_created
+
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0, "Django's default: close per request"
+    configure(max_concurrent=4)
+
+    class Querying(Recording):
+        kind = "test.querying"
+
+        def run(self, job: Job) -> Any:
+            Job.objects.filter(id=job.id).exists()  # a handler's own ORM query
+            return super().run(job)
+
+    handler = install(registry, Querying)
+    for n in range(60):
+        assert enqueue(JobSpec.now(Querying.kind, f"k{n}"))
+    opened: collections.Counter[str] = collections.Counter()  # by thread
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened[threading.current_thread().name] += 1
+
+    connection_created.connect(count)
+    try:
+        runner = make_runner(registry=registry)
+        runner.drain()
+    finally:
+        connection_created.disconnect(count)
+
+    assert len(handler.runs) == 60, "every job ran"
+    assert Job.objects.filter(kind=Querying.kind, state=State.DONE).count() == 60
+    # Django's MySQL backend also opens one short-lived connection per
+    # connection object, the first time it reads the server's version.
+    per_thread = 2 if connection.vendor == "mysql" else 1
+    assert max(opened.values()) <= per_thread, f"connections opened, by thread: {dict(opened)}"
+    assert len(opened) <= runner.pool.size + 1, (
+        f"threads that opened one: {dict(opened)}; the loop and {runner.pool.size} workers ran"
+    )
