@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-import jobs.admin
+import jobs.admin.large_table
 from jobs.models import Job, RunnerProcess, State
 from jobs.store import for_database
 from tests.jobapp.models import Abandonment
@@ -572,7 +572,7 @@ def test_the_app_index_and_the_job_list_link_to_the_dashboard(viewer_client):
 def test_outside_postgresql_the_list_is_always_counted_exactly(admin_client, monkeypatch):
     if connection.vendor == "postgresql":
         pytest.skip("about SQLite and MySQL, whose row estimates the admin does not use")
-    monkeypatch.setattr(jobs.admin, "ESTIMATE_COUNT_ABOVE", 1)
+    monkeypatch.setattr(jobs.admin.large_table, "ESTIMATE_COUNT_ABOVE", 1)
     for n in range(3):
         make_job(f"k{n}")
     page = changelist(admin_client)
@@ -584,7 +584,7 @@ def test_outside_postgresql_the_list_is_always_counted_exactly(admin_client, mon
 def test_an_unfiltered_list_of_a_large_table_takes_postgresqls_estimate(admin_client, monkeypatch):
     """A full COUNT(*) of a million rows on every page view is what makes an
     admin list slow; the unfiltered list uses the planner's estimate instead."""
-    monkeypatch.setattr(jobs.admin, "ESTIMATE_COUNT_ABOVE", 20)
+    monkeypatch.setattr(jobs.admin.large_table, "ESTIMATE_COUNT_ABOVE", 20)
     for n in range(30):
         make_job(f"k{n}", state=State.DONE)
     with connection.cursor() as cursor:

@@ -1,0 +1,35 @@
+"""The admin: a window onto the queue, built to be the screen kept open during an incident.
+
+- Jobs (`job`): a list that stays fast on a million rows (newest first from the
+  `created_at` index, no full COUNT per page view on PostgreSQL, no filter or
+  date drill-down that scans history to list its choices: `large_table`,
+  `filters`), a read-only detail, and three actions (run now, retry, cancel)
+  that go through `jobs.operations`, so identity, attempts and fencing stay
+  the store's business. Nothing here writes a job row itself.
+- Runners (`runners`): who is running right now, and who has gone silent.
+- The dashboard (`dashboard`): the queue's numbers from `jobs.stats`, one page,
+  no JavaScript.
+- The live config (`config`): a singleton form. There is one config row; the
+  admin offers no way to add a second or delete it, and the list page goes
+  straight to the form. Invalid values are refused by the form (the model's
+  validators and `clean`) and never saved.
+
+Every page says things in the words of `jobs.presentation`, as
+`manage.py jobs` does; `display` marks them up. This module registers the
+three model admins with the default site; the others only define them.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from jobs.admin.config import JobsConfigAdmin
+from jobs.admin.job import JobAdmin
+from jobs.admin.runners import RunnerProcessAdmin
+from jobs.models import Job, JobsConfig, RunnerProcess
+
+admin.site.register(Job, JobAdmin)
+admin.site.register(RunnerProcess, RunnerProcessAdmin)
+admin.site.register(JobsConfig, JobsConfigAdmin)
+
+__all__ = ["JobAdmin", "JobsConfigAdmin", "RunnerProcessAdmin"]

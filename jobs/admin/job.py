@@ -1,0 +1,313 @@
+"""The job list and a job's page: find what is wrong, then act on it.
+
+The list says at a glance what each job is waiting for (its next run, late
+ones marked), what went wrong (an error's telling line) and how many attempts
+it has spent; it stays fast on a million rows (`jobs.admin.large_table`,
+`jobs.admin.filters`). A job's page is read-only for everyone. Its state
+changes only through three actions, Run now, Retry and Cancel, which go
+through `jobs.operations`, so identity, attempts and fencing stay the
+store's business: nothing here writes a job row itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from jobs import operations, presentation
+from jobs.admin import dashboard
+from jobs.admin.display import badge, pretty_json, stamp
+from jobs.admin.filters import (
+    HasErrorFilter,
+    KindFilter,
+    LeaseExpiredFilter,
+    WaitingForHandlerFilter,
+)
+from jobs.admin.large_table import CalendarQuerySet, EstimatedCountPaginator
+from jobs.models import Job, State
+from jobs.operations import Report
+from jobs.presentation import NOTHING, relative, telling_line
+
+#: Actions offered both on the list and on a job's own page.
+EVERYWHERE = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
+
+
+class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
+    list_display = [
+        "state_badge",
+        "kind",
+        "key",
+        "attempts_of",
+        "next_run",
+        "error",
+        "created",
+    ]
+    list_display_links = ["key"]
+    list_filter = [
+        "state",
+        KindFilter,
+        HasErrorFilter,
+        LeaseExpiredFilter,
+        WaitingForHandlerFilter,
+    ]
+    search_fields = ["key"]
+    search_help_text = "A key (or part of one), or a job's id."
+    ordering = ["-created_at"]
+    date_hierarchy = "created_at"
+    list_per_page = 50
+    paginator = EstimatedCountPaginator
+    # A second COUNT(*) of the whole table, on every filtered page view, just
+    # to print "(of 1,000,000 total)": not worth it on a large table.
+    show_full_result_count = False
+    # Facet counts are one COUNT per filter choice; never on this table.
+    show_facets = admin.ShowFacets.NEVER
+    actions = ["run_now", "retry", "cancel"]
+    empty_value_display = NOTHING
+
+    fieldsets = [
+        (
+            "Job",
+            {
+                "fields": [
+                    "id",
+                    "kind",
+                    "key",
+                    "state_badge",
+                    "created_at",
+                    "updated_at",
+                    "finished_at",
+                ]
+            },
+        ),
+        (
+            "Schedule and attempts",
+            {
+                "fields": [
+                    "run_at",
+                    "next_run",
+                    "deadline",
+                    "attempts",
+                    "max_attempts",
+                    "started_at",
+                    "lease_expires_at",
+                ]
+            },
+        ),
+        ("Payload", {"fields": ["payload_json"], "classes": ["jobs-span"]}),
+        ("Last error", {"fields": ["last_error_text"], "classes": ["jobs-span"]}),
+        ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
+    ]
+    readonly_fields = [
+        "id",
+        "kind",
+        "key",
+        "state_badge",
+        "run_at",
+        "next_run",
+        "deadline",
+        "attempts",
+        "max_attempts",
+        "started_at",
+        "lease_expires_at",
+        "payload_json",
+        "last_error_text",
+        "result_json",
+        "created_at",
+        "updated_at",
+        "finished_at",
+    ]
+
+    class Media:
+        css = {"all": ["jobs/admin.css"]}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        queryset = super().get_queryset(request)
+        return CalendarQuerySet(model=Job, query=queryset.query.chain(), using=queryset.db)
+
+    # -- permissions ------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Jobs are created by `enqueue`, which validates the spec and keeps the
+        # live identity; a form could do neither.
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        # `jobs.change_job` is what allows the actions. No single row is ever
+        # edited by form: saving one would write every column back, unfenced,
+        # over whatever a runner wrote since the page was drawn. So a job's
+        # page is read-only for everyone, and its state changes only through
+        # the actions (`jobs.operations`).
+        if obj is not None:
+            return False
+        return super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        # Not at all, not even for superusers. Deleting a live job would
+        # retire it without calling its handler's `abandon`, breaking the
+        # promise that a retired job is told exactly once; Cancel does it
+        # properly. Settled rows leave through the retention sweep.
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, {"title": "Jobs", **(extra_context or {})})
+
+    # -- list columns -------------------------------------------------------------
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, job: Job) -> SafeString:
+        return badge(job.state, job.state)
+
+    @admin.display(description="attempts")
+    def attempts_of(self, job: Job) -> str:
+        return f"{job.attempts} / {job.max_attempts}"
+
+    @admin.display(description="next run", ordering="run_at")
+    def next_run(self, job: Job) -> SafeString:
+        now = timezone.now()
+        css = "jobs-when jobs-late" if presentation.late(job, now) else "jobs-when"
+        when = job.run_at if job.state == State.QUEUED else job.lease_expires_at
+        title = stamp(when) if when else ""
+        return format_html(
+            '<span class="{}" title="{}">{}</span>',
+            css,
+            title,
+            presentation.next_run(job, now, glance=True),
+        )
+
+    @admin.display(description="last error")
+    def error(self, job: Job) -> SafeString | str:
+        line = telling_line(job.last_error)
+        if not line:
+            return ""
+        return format_html(
+            '<span class="jobs-error-line" title="{}">{}</span>',
+            Truncator(line).chars(500),
+            Truncator(line).chars(80),
+        )
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, job: Job) -> SafeString:
+        return format_html(
+            '<span class="jobs-when" title="{}">{}</span>',
+            stamp(job.created_at),
+            relative(job.created_at, timezone.now(), glance=True),
+        )
+
+    # -- the detail ---------------------------------------------------------------
+
+    @admin.display(description="payload")
+    def payload_json(self, job: Job) -> SafeString:
+        return pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_json(self, job: Job) -> SafeString | str:
+        return NOTHING if job.result is None else pretty_json(job.result)
+
+    @admin.display(description="last error")
+    def last_error_text(self, job: Job) -> SafeString | str:
+        if not job.last_error:
+            return NOTHING
+        return format_html('<pre class="jobs-pre jobs-error-block">{}</pre>', job.last_error)
+
+    # -- search -------------------------------------------------------------------
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """By key, as usual; a term that parses as a UUID also finds the job with that id."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        try:
+            job_id = uuid.UUID(search_term.strip())
+        except ValueError:
+            return found, may_have_duplicates
+        return found | queryset.filter(id=job_id), may_have_duplicates
+
+    # -- actions ------------------------------------------------------------------
+
+    @admin.action(description="Run now", permissions=["change"], location=EVERYWHERE)
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        """Queued jobs become due now; runners in this process are woken."""
+        report = operations.run_now(_ids(request, queryset))
+        self._report(request, "Run now", report, "made due now")
+
+    @admin.action(description="Retry", permissions=["change"], location=EVERYWHERE)
+    def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        """Failed or cancelled jobs are queued again, due now, with a fresh attempt budget."""
+        report = operations.retry(_ids(request, queryset))
+        self._report(request, "Retry", report, "queued again with a fresh attempt budget")
+
+    @admin.action(description="Cancel", permissions=["change"], location=EVERYWHERE)
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        """Queued or running jobs are retired as cancelled; each handler's abandon runs once."""
+        report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
+        self._report(request, "Cancel", report, "cancelled")
+
+    def _report(self, request: HttpRequest, action: str, report: Report, done: str) -> None:
+        if report.touched:
+            self.message_user(
+                request, f"{action}: {_jobs(report.touched)} {done}.", messages.SUCCESS
+            )
+        if report.skipped:
+            reasons = "; ".join(f"{why} ({n})" for why, n in report.skipped.most_common())
+            self.message_user(
+                request,
+                f"{action}: skipped {_jobs(report.skipped.total())}, nothing written for "
+                f"{'it' if report.skipped.total() == 1 else 'them'}: {reasons}.",
+                messages.WARNING,
+            )
+        if not report.touched and not report.skipped:
+            self.message_user(request, f"{action}: no jobs selected.", messages.WARNING)
+
+    # -- the dashboard ------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        page = path(
+            "dashboard/",
+            self.admin_site.admin_view(self.dashboard_view),
+            name="jobs_dashboard",
+        )
+        # Ahead of the model's own routes, whose `<path:object_id>/` would
+        # otherwise take "dashboard/" for a job id.
+        return [page, *super().get_urls()]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """The dashboard (`jobs.admin.dashboard`), behind the job list's view permission."""
+        return dashboard.dashboard_view(self, request)
+
+
+def _ids(request: HttpRequest, queryset: QuerySet[Job]) -> list[uuid.UUID]:
+    """The jobs an action was asked to act on.
+
+    The rows the queryset still finds, plus any selected row it no longer
+    finds (deleted by the sweep since the page was drawn), so that the
+    operation reports it as missing instead of it silently vanishing.
+    """
+    found = list(queryset.values_list("id", flat=True))
+    if request.POST.get("select_across") == "1":
+        return found
+    known = set(found)
+    for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+        try:
+            selected = uuid.UUID(value)
+        except ValueError:
+            continue
+        if selected not in known:
+            known.add(selected)
+            found.append(selected)
+    return found
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"

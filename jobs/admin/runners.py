@@ -1,0 +1,85 @@
+"""The runners page: who is running right now, and who has gone silent.
+
+Each `runjobs` process (each of its lanes) writes its own row and refreshes
+it at every heartbeat; a row whose heartbeat is older than
+`RunnerProcess.STALE_AFTER` is shown as gone. The admin only reads them,
+except to delete a gone one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.safestring import SafeString
+
+from jobs.admin.display import badge
+from jobs.models import RunnerProcess
+from jobs.presentation import NOTHING, relative
+
+
+class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
+    """Runners as they last reported themselves; rows are written by the runners alone.
+
+    Deleting is allowed: it clears a runner that died without a clean exit
+    (a live runner would simply write its row again at its next heartbeat).
+    """
+
+    list_display = [
+        "hostname",
+        "pid",
+        "lane_shown",
+        "version",
+        "started_at",
+        "last_heartbeat",
+        "max_concurrent",
+        "running",
+        "kinds_list",
+        "status",
+    ]
+    readonly_fields = [
+        "hostname",
+        "pid",
+        "version",
+        "started_at",
+        "heartbeat_at",
+        "max_concurrent",
+        "running",
+        "kinds",
+        "lane",
+        "lanes",
+    ]
+
+    class Media:
+        css = {"all": ["jobs/admin.css"]}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: RunnerProcess | None = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, {"title": "Runners", **(extra_context or {})})
+
+    @admin.display(description="last heartbeat", ordering="heartbeat_at")
+    def last_heartbeat(self, runner: RunnerProcess) -> str:
+        return relative(runner.heartbeat_at, timezone.now(), glance=True)
+
+    @admin.display(description="lane", ordering="lane")
+    def lane_shown(self, runner: RunnerProcess) -> str:
+        return runner.lane_label or NOTHING
+
+    @admin.display(description="kinds")
+    def kinds_list(self, runner: RunnerProcess) -> str:
+        return ", ".join(str(kind) for kind in runner.kinds) or NOTHING
+
+    @admin.display(description="status")
+    def status(self, runner: RunnerProcess) -> SafeString:
+        if runner.is_gone(timezone.now()):
+            return badge("gone", "gone")
+        return badge("live", "live")
