@@ -7,7 +7,9 @@ into values or refuse it with a sentence (argparse then exits 2, or raises
 `write` callable and returns the exit status, so tests can call it without
 the command. Changes go through the same doors as the admin
 (`jobs.operations`, `jobs.queue.enqueue`, `jobs.stats.collect`), so the
-command holds no rules about identity, attempts or fencing of its own.
+command holds no rules about identity, attempts or fencing of its own; and
+it says things in the admin's words (`jobs.presentation`), at the length a
+shell has room for.
 
 Exit status: 0 when everything asked for was done; 1 when some of it was not
 (a job skipped, an enqueue refused as a duplicate) or the command failed
@@ -33,6 +35,7 @@ from django.utils import timezone
 from jobs import operations
 from jobs.models import LIVE_STATES, Job, State
 from jobs.operations import Report
+from jobs.presentation import duration, indented_json, next_run, relative, telling_line
 from jobs.queue import enqueue
 from jobs.registry import registry
 from jobs.spec import InvalidJobSpec, JobSpec
@@ -162,57 +165,9 @@ def default_by() -> str:
 # --- Formatting -----------------------------------------------------------------
 
 
-def duration(seconds: float) -> str:
-    """A short, human duration: 45s, 4m 10s, 3h 5m, 2d 4h."""
-    whole = round(abs(seconds))
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h" if hours else f"{days}d"
-
-
-def relative(moment: datetime, now: datetime) -> str:
-    """`moment` seen from `now`: "in 4m 10s", "3h ago" or "now"."""
-    seconds = (moment - now).total_seconds()
-    if abs(seconds) < 1:
-        return "now"
-    return f"in {duration(seconds)}" if seconds > 0 else f"{duration(seconds)} ago"
-
-
-def when(job: Job, now: datetime) -> str:
-    """The moment that matters for a job in its state, relative to now."""
-    if job.state == State.QUEUED:
-        if job.run_at > now:
-            return f"runs {relative(job.run_at, now)}"
-        return f"due {relative(job.run_at, now)}"
-    if job.state == State.RUNNING:
-        if job.lease_expires_at is None:
-            return "running"
-        if job.lease_expires_at > now:
-            return f"lease ends {relative(job.lease_expires_at, now)}"
-        return f"lease expired {relative(job.lease_expires_at, now)}"
-    if job.finished_at is not None:
-        return f"finished {relative(job.finished_at, now)}"
-    return f"run_at {job.run_at.isoformat()}"
-
-
 def error_line(text: str, width: int = ERROR_WIDTH) -> str:
-    """The line of `last_error` that says what happened, cut to `width`.
-
-    A reason's first line; for a traceback (an exception escaping `run`) its
-    last, the exception itself, as the runner's logs and the admin show it:
-    "Traceback (most recent call last):" says nothing.
-    """
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    """The telling line of `last_error` (`jobs.presentation.telling_line`), cut to `width`."""
+    line = telling_line(text)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -263,7 +218,7 @@ def list_jobs(
             job.kind,
             job.key,
             f"{job.attempts}/{job.max_attempts}",
-            when(job, now),
+            next_run(job, now),
             error_line(job.last_error),
         ]
         for job in found[:limit]
@@ -288,8 +243,7 @@ def show_job(write: Write, ident: uuid.UUID, *, using: str = DEFAULT_DB_ALIAS) -
         label = f"{name}:".ljust(width)
         if name == "payload" and value:
             write(label)
-            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-            for line in text.splitlines():
+            for line in indented_json(value).splitlines():
                 write(f"  {line}")
         elif name == "payload":
             write(f"{label} {{}}")
@@ -360,7 +314,7 @@ def enqueue_job(
         held_by = f": id {live.id}, {live.state}" if live else ""
         write(f"already queued (a live job holds {kind}:{key}{held_by})")
         return NOT_ALL_DONE
-    detail = f" (id {live.id}, {when(live, timezone.now())})" if live else ""
+    detail = f" (id {live.id}, {next_run(live, timezone.now())})" if live else ""
     write(f"queued {kind}:{key}{detail}")
     if registry.get(kind) is None:
         write(

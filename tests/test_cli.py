@@ -25,8 +25,8 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from jobs import JobSpec, enqueue_many
-from jobs.cli import duration, relative
 from jobs.models import Job, RunnerProcess
+from jobs.presentation import duration, relative
 from jobs.stats import collect
 from tests.conftest import ROOT, database_url
 from tests.jobapp.models import Abandonment
