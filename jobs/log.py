@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jobs.presentation import telling_line
+
 logger = logging.getLogger("jobs")
 
 
@@ -27,10 +29,10 @@ def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
 
 
 def first_line(error: BaseException) -> str:
-    """The telling line of a database error for an operator: drivers append
-    context lines (the statement, a hint) after the first."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else repr(error)
+    """The telling line of an error for an operator, as written: drivers append
+    context lines (the statement, a hint) after the first. An error with no
+    text is named by its `repr`."""
+    return telling_line(str(error), trim=False) or repr(error)
 
 
 def _show(value: Any) -> str:

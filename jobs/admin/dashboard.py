@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 
-def dashboard_view(model_admin: ModelAdmin[Job], request: HttpRequest) -> HttpResponse:
+def dashboard_page(model_admin: ModelAdmin[Job], request: HttpRequest) -> HttpResponse:
     """The page, for anyone with the job list's view permission."""
     if not model_admin.has_view_permission(request):
         raise PermissionDenied

@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from jobs import operations, presentation
-from jobs.admin import dashboard
+from jobs.admin.dashboard import dashboard_page
 from jobs.admin.display import badge, pretty_json, stamp
 from jobs.admin.filters import (
     HasErrorFilter,
@@ -284,7 +284,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard (`jobs.admin.dashboard`), behind the job list's view permission."""
-        return dashboard.dashboard_view(self, request)
+        return dashboard_page(self, request)
 
 
 def _ids(request: HttpRequest, queryset: QuerySet[Job]) -> list[uuid.UUID]:
