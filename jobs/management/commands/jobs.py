@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from argparse import ArgumentParser, RawDescriptionHelpFormatter
+from argparse import ArgumentParser, RawDescriptionHelpFormatter, _SubParsersAction
 from typing import Any
 
 from django.core.management.base import (
@@ -48,56 +48,23 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         verbs = parser.add_subparsers(dest="verb", metavar="SUBCOMMAND", required=True)
 
-        def verb(name: str, help: str) -> ArgumentParser:
-            sub: ArgumentParser = verbs.add_parser(
-                name, help=help, description=help, epilog=EXIT_STATUS
-            )
-            sub.formatter_class = HelpFormatter
-            sub.add_argument(
-                "--database",
-                type=cli.database_alias,
-                default=DEFAULT_DB_ALIAS,
-                help="The database alias to work on.",
-            )
-            return sub
+        _list_arguments(_verb(verbs, "list", "List jobs, newest first, one line each."))
 
-        listing = verb("list", "List jobs, newest first, one line each.")
-        listing.add_argument(
-            "--state",
-            action="append",
-            choices=cli.STATES,
-            default=[],
-            help="Only jobs in this state (repeatable).",
+        show = _verb(
+            verbs, "show", "Every field of one job, the payload as JSON, last_error in full."
         )
-        listing.add_argument(
-            "--kind", action="append", default=[], help="Only jobs of this kind (repeatable)."
-        )
-        listing.add_argument(
-            "--has-error", action="store_true", help="Only jobs whose last_error is not empty."
-        )
-        listing.add_argument(
-            "--lease-expired",
-            action="store_true",
-            help="Only running jobs whose lease has expired (their runner is likely gone).",
-        )
-        listing.add_argument(
-            "--limit",
-            type=cli.positive_int,
-            default=cli.DEFAULT_LIMIT,
-            help=f"Show at most this many (default {cli.DEFAULT_LIMIT}).",
-        )
-
-        show = verb("show", "Every field of one job, the payload as JSON, last_error in full.")
         show.add_argument("id", type=cli.job_id, metavar="ID")
 
-        retry = verb(
+        retry = _verb(
+            verbs,
             "retry",
             "Queue failed or cancelled jobs again, due now, with a fresh attempt budget. "
             "Exits 1 if any job was skipped.",
         )
         retry.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
 
-        cancel = verb(
+        cancel = _verb(
+            verbs,
             "cancel",
             "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
             "Exits 1 if any job was skipped.",
@@ -109,29 +76,22 @@ class Command(BaseCommand):
             help="Who cancelled, kept in last_error (default cli:<your user name>).",
         )
 
-        run_now = verb("run-now", "Make queued jobs due now. Exits 1 if any job was skipped.")
+        run_now = _verb(
+            verbs, "run-now", "Make queued jobs due now. Exits 1 if any job was skipped."
+        )
         run_now.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
 
-        enqueue = verb(
-            "enqueue",
-            "Queue a job. Exits 1, writing nothing, if a live job already holds KIND:KEY.",
-        )
-        enqueue.add_argument("kind", metavar="KIND")
-        enqueue.add_argument("key", metavar="KEY")
-        enqueue.add_argument(
-            "--payload", type=cli.payload, default=None, help="A JSON object (default {})."
-        )
-        enqueue.add_argument(
-            "--delay", type=cli.delay, default=None, help="Run no sooner than this many seconds."
-        )
-        enqueue.add_argument(
-            "--max-attempts",
-            type=int,
-            default=None,
-            help="The attempt budget for this job (default: the configured max_attempts).",
+        _enqueue_arguments(
+            _verb(
+                verbs,
+                "enqueue",
+                "Queue a job. Exits 1, writing nothing, if a live job already holds KIND:KEY.",
+            )
         )
 
-        stats = verb("stats", "The dashboard's numbers: counts, lag, recent settles, runners.")
+        stats = _verb(
+            verbs, "stats", "The dashboard's numbers: counts, lag, recent settles, runners."
+        )
         stats.add_argument(
             "--json", action="store_true", help="Print the numbers as JSON, for scripts."
         )
@@ -188,3 +148,62 @@ class Command(BaseCommand):
         else:
             status = cli.print_stats(write, as_json=options["json"], using=using)
         return status
+
+
+def _verb(verbs: _SubParsersAction[ArgumentParser], name: str, help: str) -> ArgumentParser:
+    """A subcommand, with the exit statuses in its help and the `--database` every verb takes."""
+    sub: ArgumentParser = verbs.add_parser(name, help=help, description=help, epilog=EXIT_STATUS)
+    sub.formatter_class = HelpFormatter
+    sub.add_argument(
+        "--database",
+        type=cli.database_alias,
+        default=DEFAULT_DB_ALIAS,
+        help="The database alias to work on.",
+    )
+    return sub
+
+
+def _list_arguments(listing: ArgumentParser) -> None:
+    """`list`'s filters, the admin list's, and its limit."""
+    listing.add_argument(
+        "--state",
+        action="append",
+        choices=cli.STATES,
+        default=[],
+        help="Only jobs in this state (repeatable).",
+    )
+    listing.add_argument(
+        "--kind", action="append", default=[], help="Only jobs of this kind (repeatable)."
+    )
+    listing.add_argument(
+        "--has-error", action="store_true", help="Only jobs whose last_error is not empty."
+    )
+    listing.add_argument(
+        "--lease-expired",
+        action="store_true",
+        help="Only running jobs whose lease has expired (their runner is likely gone).",
+    )
+    listing.add_argument(
+        "--limit",
+        type=cli.positive_int,
+        default=cli.DEFAULT_LIMIT,
+        help=f"Show at most this many (default {cli.DEFAULT_LIMIT}).",
+    )
+
+
+def _enqueue_arguments(enqueue: ArgumentParser) -> None:
+    """`enqueue`'s kind and key, and what a `JobSpec` may add to them."""
+    enqueue.add_argument("kind", metavar="KIND")
+    enqueue.add_argument("key", metavar="KEY")
+    enqueue.add_argument(
+        "--payload", type=cli.payload, default=None, help="A JSON object (default {})."
+    )
+    enqueue.add_argument(
+        "--delay", type=cli.delay, default=None, help="Run no sooner than this many seconds."
+    )
+    enqueue.add_argument(
+        "--max-attempts",
+        type=int,
+        default=None,
+        help="The attempt budget for this job (default: the configured max_attempts).",
+    )
