@@ -2,9 +2,9 @@
 are said, once, for every screen that says them.
 
 The admin, `manage.py jobs` and the runner's log lines all show the same few
-facts about a job; written in each, the wordings drifted apart and a fix to
-one (a traceback's telling line) missed the others. Each wording lives here
-once. Where two screens say a thing differently on purpose, one function
+facts about a job; written in each (as they were, four times over for an
+error's telling line), a fix to one would miss the others. Each wording
+lives here once. Where two screens say a thing differently on purpose, one function
 takes the difference as a parameter: `glance=True` is the admin's list and
 dashboard, read across a table in a second ("3 min", "overdue 2 h"); the
 default is the shell's, which has room for two units ("4m 10s", "runs in 5m").
@@ -103,8 +103,8 @@ def next_run(job: Scheduled, now: datetime, *, glance: bool = False) -> str:
 
     Queued: when it runs ("runs in 5m", "due 3m ago"; at a glance "in 5 min",
     "due now", "overdue 2 h"). Running: when its lease ends or that it has
-    expired. Settled: when it finished; at a glance nothing (`NOTHING`), since
-    the admin's list shows settled jobs' times in their own column.
+    expired. Settled: when it finished; at a glance nothing (`NOTHING`), as
+    a settled job has no next run.
     """
     if job.state == QUEUED:
         wait = (job.run_at - now).total_seconds()
