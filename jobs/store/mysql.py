@@ -9,7 +9,7 @@ it only for INSERT and DELETE), so the claim reads its candidates, locks them
 through the primary key (see `SELECT_READY_SQL` for why), updates them and
 reads them back, still holding the locks. Neither has partial indexes: the
 identity is the model's `(kind, key, live)` unique constraint, as everywhere,
-and a migration adds a plain index for the claim here (see `READY_INDEX_SQL`).
+and migration 0003 adds a plain `(state, run_at)` index for the claim here.
 There is no LISTEN/NOTIFY: runners in other processes find new work at their
 next poll, as on SQLite.
 
@@ -29,7 +29,6 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, transaction
 from django.utils.timezone import is_naive, make_aware
 
-from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
 from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, lease_ends, with_ids
 
 #: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
@@ -119,41 +118,6 @@ CLAIM_SQL = """
 
 #: Read the claimed rows back, still under the claim's locks.
 CLAIMED_SQL = f"SELECT {_COLUMNS} FROM jobs_job WHERE `id` IN ({{ids}})"
-
-#: The claim's index. MySQL builds the model's partial indexes without their
-#: condition, so `jobs_job_ready` there is every row by run_at, settled ones
-#: included, and `jobs_job_settled` every row by finished_at (which still
-#: serves the sweep: live rows have none). This one keeps the claim's range to
-#: live rows. Created by migration 0003, on MySQL only.
-READY_INDEX_SQL = "CREATE INDEX jobs_job_ready_by_state ON jobs_job (`state`, `run_at`)"
-
-#: Drop it (the migration's reverse).
-DROP_READY_INDEX_SQL = "DROP INDEX jobs_job_ready_by_state ON jobs_job"
-
-#: Compare `kind` and `key` byte for byte, as PostgreSQL and SQLite do: the
-#: default collations fold case, accents and trailing spaces, so "ord-1" and
-#: "ORD-1 " would be one identity. Created by migration 0003, on MySQL only;
-#: `{collation}` is the server's binary no-pad collation (`exact_collation`).
-EXACT_IDENTITY_SQL = f"""
-    ALTER TABLE jobs_job
-    MODIFY `kind` varchar({KIND_MAX_LENGTH}) CHARACTER SET utf8mb4 COLLATE {{collation}} NOT NULL,
-    MODIFY `key` varchar({KEY_MAX_LENGTH}) CHARACTER SET utf8mb4 COLLATE {{collation}} NOT NULL
-"""
-
-#: Back to the table's default collation (the migration's reverse).
-DEFAULT_IDENTITY_SQL = f"""
-    ALTER TABLE jobs_job
-    MODIFY `kind` varchar({KIND_MAX_LENGTH}) NOT NULL,
-    MODIFY `key` varchar({KEY_MAX_LENGTH}) NOT NULL
-"""
-
-
-def exact_collation(connection: Any) -> str:
-    """The binary collation that keeps trailing spaces significant (NO PAD).
-
-    Named differently on each: `utf8mb4_bin` pads on both, so it will not do.
-    """
-    return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"
 
 
 def _placeholders(count: int) -> str:

@@ -43,57 +43,6 @@ _PREPARE_ONLY_WHEN_ASKED = 2**31
 #: bind on the client); a session setting, it lasts as long as the connection.
 GENERIC_PLANS_SQL = "SET plan_cache_mode = force_generic_plan"
 
-#: Leave a fifth of each new page of jobs_job free, so the claim, which
-#: changes no indexed column (see the model's indexes), can put the row's new
-#: version on the same page: a HOT update, which writes no index entry. At
-#: the default (100, full pages) most claims of freshly queued rows moved to
-#: another page and wrote an entry in each of the table's five indexes.
-#: Measured on a drain: a third less WAL per job and ~15% less database CPU.
-#: Applies to pages filled from now on (migration 0004); `VACUUM FULL` would
-#: rewrite the old ones.
-FILLFACTOR_SQL = "ALTER TABLE jobs_job SET (fillfactor = 80)"
-RESET_FILLFACTOR_SQL = "ALTER TABLE jobs_job RESET (fillfactor)"
-
-#: The instants a Python datetime can hold, in UTC. PostgreSQL's timestamptz
-#: also holds `infinity`, `-infinity` and years past 9999, which no datetime
-#: can: one such date written by hand into jobs_job made every page that loads
-#: the row fail (the admin's list, `jobs list`), not just the row. So the table
-#: refuses them (`DATES_IN_RANGE_SQL`, migration 0006); a claim still tolerates
-#: one (see `PostgreSQLStore._fetch`) where the check has been dropped.
-_EARLIEST_INSTANT = "'0001-01-01 00:00:00+00'"
-_LATEST_INSTANT = "'9999-12-31 23:59:59.999999+00'"
-_DATE_COLUMNS = (
-    "run_at",
-    "deadline",
-    "lease_expires_at",
-    "started_at",
-    "created_at",
-    "updated_at",
-    "finished_at",
-)
-_DATES_IN_RANGE = " AND ".join(
-    f"({column} IS NULL OR {column} BETWEEN {_EARLIEST_INSTANT} AND {_LATEST_INSTANT})"
-    for column in _DATE_COLUMNS
-)
-#: Before the check: each date out of range moved to the nearest instant a
-#: datetime holds (`infinity`, never, to the end of year 9999; `-infinity` to
-#: the start of year 1), which the queue treats the same way.
-CLAMP_DATES_SQL = (
-    "UPDATE jobs_job SET "
-    + ", ".join(
-        f"{column} = CASE WHEN {column} > {_LATEST_INSTANT} THEN {_LATEST_INSTANT}::timestamptz "
-        f"WHEN {column} < {_EARLIEST_INSTANT} THEN {_EARLIEST_INSTANT}::timestamptz "
-        f"ELSE {column} END"
-        for column in _DATE_COLUMNS
-    )
-    + f" WHERE NOT ({_DATES_IN_RANGE})"
-)
-DATES_IN_RANGE_CONSTRAINT = "jobs_job_dates_in_range"
-DATES_IN_RANGE_SQL = (
-    f"ALTER TABLE jobs_job ADD CONSTRAINT {DATES_IN_RANGE_CONSTRAINT} CHECK ({_DATES_IN_RANGE})"
-)
-DROP_DATES_IN_RANGE_SQL = f"ALTER TABLE jobs_job DROP CONSTRAINT {DATES_IN_RANGE_CONSTRAINT}"
-
 #: The channel runners LISTEN on.
 WAKEUP_CHANNEL = "jobs_wakeup"
 
