@@ -30,7 +30,6 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import Max, Min, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -45,6 +44,7 @@ from jobs.models import LIVE_STATES, Job, JobsConfig, RunnerProcess, State
 from jobs.operations import Report
 from jobs.registry import registry
 from jobs.stats import Stats, collect, kinds_without_runner
+from jobs.store import for_database
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -118,10 +118,6 @@ def badge(word: str, tone: str) -> SafeString:
 #: takes its count from the table statistics instead of counting every row.
 ESTIMATE_COUNT_ABOVE = 100_000
 
-#: The job table's row count as ANALYZE (or autovacuum) last saw it; -1 or
-#: NULL when never analysed. Reads one catalogue row, scans nothing.
-ROW_ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)"
-
 
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # generic only in the stubs
     """Counts exactly, except an unfiltered list of a large PostgreSQL table.
@@ -147,15 +143,10 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # generic o
         rows = self.object_list
         if not isinstance(rows, QuerySet) or rows.query.where:
             return None
-        connection = connections[rows.db]
-        if connection.vendor != "postgresql":
+        estimate = for_database(rows.db).estimated_rows()
+        if estimate is None or estimate < ESTIMATE_COUNT_ABOVE:
             return None
-        with connection.cursor() as cursor:
-            cursor.execute(ROW_ESTIMATE_SQL, [rows.model._meta.db_table])
-            found = cursor.fetchone()
-        if found is None or found[0] is None or found[0] < ESTIMATE_COUNT_ABOVE:
-            return None
-        return int(found[0])
+        return estimate
 
 
 class CalendarQuerySet(QuerySet[Job]):

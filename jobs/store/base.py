@@ -121,6 +121,19 @@ class Store:
 
     # -- vendor-specific -----------------------------------------------------
 
+    def estimated_rows(self) -> int | None:
+        """The table's row count as the database's statistics last saw it, reading
+        no row; None where it keeps no such figure, or has not gathered it yet.
+
+        For screens that would otherwise count a million rows on every view.
+        """
+        return None
+
+    def state_shares(self) -> dict[str, float] | None:
+        """Each common value of `state` with the share of rows that hold it, as the
+        statistics last saw them; None where there are none."""
+        return None
+
     #: Whether runners in other processes can be woken through the database.
     #: Where they cannot, they find new work at their next poll.
     wakes_other_processes = False

@@ -86,6 +86,18 @@ NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', %s)"
 #: Subscribe a connection to the channel.
 LISTEN_SQL = f"LISTEN {WAKEUP_CHANNEL}"
 
+#: The job table's row count as ANALYZE (or autovacuum) last saw it; -1 or
+#: NULL when never analysed. Reads one catalogue row, scans nothing.
+ROW_ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('jobs_job')"
+
+#: The state column's most common values with their frequencies, as ANALYZE
+#: last saw them; no row, or NULLs, before it has.
+STATE_SHARES_SQL = """
+    SELECT most_common_vals::text::text[], most_common_freqs
+    FROM pg_stats
+    WHERE schemaname = current_schema() AND tablename = 'jobs_job' AND attname = 'state'
+"""
+
 #: How long the listener blocks before checking whether to stop, and the
 #: longest it waits between reconnection attempts.
 LISTEN_TICK_SECONDS = 0.5
@@ -329,6 +341,22 @@ class PostgreSQLStore(Store):
             return set()
         rows = self._fetch(COMPLETE_MANY_SQL, {"now": now, **_settle_params(done)}, plan_once=True)
         return {row[0] for row in rows}
+
+    def estimated_rows(self) -> int | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(ROW_ESTIMATE_SQL)
+            found = cursor.fetchone()
+        if found is None or found[0] is None or found[0] < 0:
+            return None
+        return int(found[0])
+
+    def state_shares(self) -> dict[str, float] | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(STATE_SHARES_SQL)
+            found = cursor.fetchone()
+        if found is None or found[0] is None:
+            return None
+        return dict(zip(found[0], found[1], strict=True))
 
     def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
         params = plain_connection_params(self.connection)
