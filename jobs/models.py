@@ -232,9 +232,10 @@ def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> N
 
 
 def _saved_and_ring() -> None:
+    from jobs import live_config
     from jobs.queue import wakeup
 
-    config.saved()
+    live_config.saved()
     wakeup.ring()
 
 

@@ -24,7 +24,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connectio
 from django.utils import timezone
 
 from jobs import config as jobs_config
-from jobs import log
+from jobs import live_config, log
 from jobs.config import CONFIG_NOTICE, JobsSettings
 from jobs.handlers import Done, JobHandler
 from jobs.queue import wakeup
@@ -97,7 +97,7 @@ class Runner:
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
         self.clock = clock
-        self.settings = settings or jobs_config.LiveConfig(self.using)
+        self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
         self.executor = Executor(self.store, clock, on_done=self._completed_done)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
@@ -120,7 +120,7 @@ class Runner:
         #: by the config ticker, a reload request (SIGHUP, a notice) or a save
         #: in this process. Under load a pass does not read it every time.
         self._config_stale = threading.Event()
-        self._config_generation = jobs_config.generation()
+        self._config_generation = live_config.generation()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
         try:
@@ -490,7 +490,7 @@ class Runner:
     def _refresh(self, *, force: bool = False) -> JobsSettings:
         """The config in force: read again when stale or `force`; tell maintenance
         when it changed."""
-        generation = jobs_config.generation()
+        generation = live_config.generation()
         if not (force or self._config_stale.is_set() or generation != self._config_generation):
             return self._current
         self._config_stale.clear()
