@@ -23,13 +23,21 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, transaction
-from django.utils.timezone import is_naive, make_aware
 
-from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, lease_ends, with_ids
+from jobs.store.base import NewJob
+from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL, OrmStore, with_ids
+from jobs.store.rows import (
+    CLAIM_COLUMNS,
+    Claim,
+    claim_from_row,
+    decode_uuid,
+    lease_ends,
+    naive_utc_datetime,
+)
 
 #: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
 ER_DUP_ENTRY = 1062
@@ -58,7 +66,7 @@ _COLUMNS = ", ".join(f"`{column}`" for column in CLAIM_COLUMNS)
 #: row's `max_attempts` in the same statement, as on the other databases.
 _VALUES = f"""
     (%s, %s, %s, %s, 'queued', 0,
-     COALESCE(%s, ({Store.CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
+     COALESCE(%s, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
      %s, %s, NULL, '', %s, %s, NULL)
 """
 
@@ -124,7 +132,9 @@ def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-class MySQLStore(Store):
+class MySQLStore(OrmStore):
+    """Its own insert and claim; a requeue takes its identity's named lock."""
+
     def insert(self, row: NewJob) -> bool:
         with self._identities_locked([(row.kind, row.key)]):
             return bool(self._insert([row]))
@@ -147,7 +157,7 @@ class MySQLStore(Store):
                     INSERTED_SQL.format(ids=_placeholders(len(rows))),
                     [self.prepare("id", row.id) for row in rows],
                 )
-                found = {self.decode_uuid(found[0]) for found in cursor.fetchall()}
+                found = {decode_uuid(found[0]) for found in cursor.fetchall()}
             return [row.id in found for row in rows]
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
@@ -250,7 +260,7 @@ class MySQLStore(Store):
                     LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), kinds=in_kinds),
                     [*chunk, *ready_params],
                 )
-                prior.update((self.decode_uuid(row[0]), row[1]) for row in cursor.fetchall())
+                prior.update((decode_uuid(row[0]), row[1]) for row in cursor.fetchall())
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
@@ -267,15 +277,17 @@ class MySQLStore(Store):
             )
             cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
             rows = cursor.fetchall()
+        using = self.using
         claims = [
-            self.claim_from_row(row, prior[self.decode_uuid(row[0])] == "running", now, ends)
+            claim_from_row(
+                row,
+                prior[decode_uuid(row[0])] == "running",
+                now,
+                ends,
+                using=using,
+                decode_datetime=naive_utc_datetime,
+            )
             for row in rows
         ]
         claims.sort(key=lambda claim: claim.job.run_at)
         return claims
-
-    def decode_datetime(self, value: Any) -> datetime | None:
-        """The driver returns naive datetimes, in UTC as Django writes them."""
-        if isinstance(value, datetime) and is_naive(value):
-            return make_aware(value, UTC)
-        return value  # type: ignore[no-any-return]
