@@ -99,9 +99,6 @@ class JobsSettings:
 
 KEYS = tuple(item.name for item in dataclasses.fields(JobsSettings))
 
-#: The payload of the database notice that says "the config row was saved".
-CONFIG_NOTICE = "config"
-
 DEFAULTS = JobsSettings()
 
 #: Inclusive bounds per key. The upper bounds are sanity, not policy: past

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -195,10 +195,14 @@ class Store:
         """Send `payload` to every listening runner when the current transaction
         commits (never on rollback). A no-op where the database has no way to."""
 
-    def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
-        """Call `ring(payload)` whenever another process notifies, until `stopping` is set.
+    def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
+        """Each notice's payload, as it arrives, until `stopping` is set.
 
-        Only for stores with `wakes_other_processes`; runs on its own thread
-        and its own connection, and survives the database going away.
+        Opens a connection of its own and subscribes it, then calls
+        `listening(channel)` once, before any payload: nothing sent before
+        that was heard. Checks `stopping` at least every half second. Raises
+        Django's `DatabaseError` when the connection fails or is lost; the
+        caller (`jobs.wakeup.Listener`) reconnects. Only for stores with
+        `wakes_other_processes`.
         """
         raise NotImplementedError

@@ -14,18 +14,16 @@ The verbs are here; their statements in `.sql`, and how those are sent
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from psycopg.types.json import Jsonb
 
-from jobs import log
 from jobs.models import Job
 from jobs.spec import strict_json
 from jobs.store.base import NewJob
@@ -39,10 +37,8 @@ from jobs.store.rows import Claim, claim_from_row, in_run_at_order, lease_ends, 
 #: made chunks of 500 to 1,000 faster than one statement for the batch.
 INSERT_MANY_CHUNK = 1_000
 
-#: How long the listener blocks before checking whether to stop, and the
-#: longest it waits between reconnection attempts.
+#: How long the listener blocks before checking whether to stop.
 LISTEN_TICK_SECONDS = 0.5
-RECONNECT_MAX_SECONDS = 5.0
 
 
 class PostgreSQLStore(OrmStore):
@@ -178,29 +174,17 @@ class PostgreSQLStore(OrmStore):
         with self.connection.cursor() as cursor:
             cursor.execute(sql.NOTIFY_SQL, [payload])
 
-    def listen(self, ring: Callable[[str], None], stopping: threading.Event) -> None:
+    def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
         params = driver.plain_connection_params(self.connection)
-        delay = LISTEN_TICK_SECONDS
-        while not stopping.is_set():
-            try:
-                with psycopg.connect(**params, autocommit=True) as listener:
-                    listener.execute(sql.LISTEN_SQL)
-                    log.event("runner_listening", channel=sql.WAKEUP_CHANNEL)
-                    delay = LISTEN_TICK_SECONDS
-                    ring("")  # anything queued while nobody was listening
-                    while not stopping.is_set():
-                        for notice in listener.notifies(timeout=LISTEN_TICK_SECONDS):
-                            ring(notice.payload)
-            except psycopg.Error as error:
-                log.event(
-                    "runner_listener_lost",
-                    logging.WARNING,
-                    outcome="reconnecting",
-                    error=str(error).strip(),
-                    retry_in_seconds=delay,
-                )
-                stopping.wait(delay)
-                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+        try:
+            with psycopg.connect(**params, autocommit=True) as listener:
+                listener.execute(sql.LISTEN_SQL)
+                listening(sql.WAKEUP_CHANNEL)
+                while not stopping.is_set():
+                    for notice in listener.notifies(timeout=LISTEN_TICK_SECONDS):
+                        yield notice.payload
+        except psycopg.Error as error:
+            raise DatabaseError(str(error)) from error
 
 
 def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
