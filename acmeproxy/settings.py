@@ -101,7 +101,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     # MySQL and MariaDB build no partial index and Django warns of each one:
-    # the jobs migrations add plain indexes there instead (jobs.store.mysql),
+    # the jobs migrations add plain indexes there instead (migration 0003),
     # and the orders example's partial index is only an optimisation.
     SILENCED_SYSTEM_CHECKS = ["models.W037"]
 

@@ -27,9 +27,11 @@ Wake-up and its grain
 ---------------------
 `enqueue` rings an in-process doorbell when the caller's transaction commits,
 so a runner in the same process starts the job at once. A runner in another
-process (the usual `runjobs` beside a web server) sees it at its next poll,
-at most `poll_interval_ms` later. The claim itself is race-free across
-processes; only the wake-up is local.
+process (the usual `runjobs` beside a web server) hears of it within
+milliseconds on PostgreSQL, whose NOTIFY goes out with the commit, and
+elsewhere sees it at its next poll, at most `poll_interval_ms` later. The
+claim itself is race-free across processes; `jobs.wakeup` is where every
+wake-up is written.
 
 Time limits, honestly
 ---------------------

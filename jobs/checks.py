@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
 from jobs import config
+from jobs.models import JobsConfig
 from jobs.store import for_database
 
 
@@ -55,8 +56,6 @@ def check_settings(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]
 @checks.register(checks.Tags.database)
 def check_config_row(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
     """Runs with `check --database`: a row edited into nonsense by hand."""
-    from jobs.models import JobsConfig
-
     found: list[checks.CheckMessage] = []
     for alias in kwargs.get("databases") or []:
         try:

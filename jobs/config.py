@@ -1,13 +1,17 @@
-"""The effective `[jobs]` config: the seed's seven keys, their bounds, and where they come from.
+"""The queue's seven keys: their defaults, their bounds, and `settings.JOBS` as their source.
 
-The `JobsConfig` row is the truth. It is created on first use from
-`settings.JOBS` (which `JOBS_*` environment variables fill) over the defaults
-below; afterwards an operator edits it in the admin and every key reloads
-without a restart, each at its own grain (said on each field). A runner reads
-the row at least once a second, busy or idle, so a saved change reaches it
-within a second; SIGHUP, a save in its own process, or (on PostgreSQL) a save
-anywhere reaches it at once. A row it cannot use is logged and the last good
-config stays in force.
+Pure: nothing here reads the database, so every module may import it (the
+models take their fields' defaults and validators from it). Reading and
+watching the `JobsConfig` row, which is the truth once it exists, is
+`jobs.live_config`'s business.
+
+The row is created on first use from `settings.JOBS` (which `JOBS_*`
+environment variables fill) over the defaults below; afterwards an operator
+edits it in the admin and every key reloads without a restart, each at its
+own grain (said on each field). A runner reads the row at least once a
+second, busy or idle, so a saved change reaches it within a second; SIGHUP, a
+save in its own process, or (on PostgreSQL) a save anywhere reaches it at
+once. A row it cannot use is logged and the last good config stays in force.
 
 There is deliberately no `enabled` key: the runner is how the project finishes
 work it has already promised somebody, so switching it off would strand that
@@ -18,22 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-
-from jobs import log
-
-if TYPE_CHECKING:
-    from jobs.models import JobsConfig
 
 
 @dataclass(frozen=True)
@@ -101,23 +99,6 @@ class JobsSettings:
 
 KEYS = tuple(item.name for item in dataclasses.fields(JobsSettings))
 
-#: The payload of the database notice that says "the config row was saved".
-CONFIG_NOTICE = "config"
-
-_generation = 0
-
-
-def generation() -> int:
-    """How many times the config row has been saved in this process."""
-    return _generation
-
-
-def saved() -> None:
-    """Note a save of the config row in this process (runners re-read it)."""
-    global _generation
-    _generation += 1
-
-
 DEFAULTS = JobsSettings()
 
 #: Inclusive bounds per key. The upper bounds are sanity, not policy: past
@@ -176,93 +157,6 @@ def initial_sources() -> dict[str, str]:
         else:
             sources[name] = "default"
     return sources
-
-
-def current(using: str | None = None) -> JobsSettings:
-    """The config in the row now (created from `initial()` if absent).
-
-    Raises ImproperlyConfigured for a row that cannot be used; a runner goes
-    through `LiveConfig`, which keeps the last good config instead.
-    """
-    from jobs.models import JobsConfig
-
-    row = JobsConfig.load(using)
-    found = row.as_settings()
-    problems = found.problems()
-    if problems:
-        raise ImproperlyConfigured("the JobsConfig row is not usable: " + "; ".join(problems))
-    return found
-
-
-class LiveConfig:
-    """A runner's view of the row: re-read on demand, last good kept on a bad read.
-
-    A row edited into nonsense by hand is logged once per distinct problem,
-    and the runner carries on with what it had: config must never crash or
-    stall the runner.
-    """
-
-    def __init__(self, using: str | None = None) -> None:
-        self.using = using
-        self.last_good: JobsSettings | None = None
-        self._last_problem: str | None = None
-
-    def __call__(self) -> JobsSettings:
-        from jobs.models import JobsConfig
-
-        row: JobsConfig = JobsConfig.load(self.using)
-        found = row.as_settings()
-        problems = found.problems()
-        if problems:
-            problem = "; ".join(problems)
-            if problem != self._last_problem:
-                self._last_problem = problem
-                log.event(
-                    "jobs_config_invalid",
-                    logging.ERROR,
-                    outcome="kept_last_good",
-                    error=problem,
-                )
-            return self.last_good or initial()
-        self._last_problem = None
-        if found != self.last_good:
-            if self.last_good is not None:
-                changed = {
-                    name: getattr(found, name)
-                    for name in KEYS
-                    if getattr(found, name) != getattr(self.last_good, name)
-                }
-                log.event("jobs_config_reloaded", outcome="reloaded", **changed)
-            self.last_good = found
-        return found
-
-
-def describe(using: str | None = None) -> list[str]:
-    """The effective config as text lines, saying where each value comes from."""
-    from jobs.models import JobsConfig
-
-    start, sources = initial(), initial_sources()
-    row = JobsConfig.objects.using(using or "default").filter(pk=JobsConfig.SINGLETON_ID).first()
-    lines = [f"{'key':<20} {'value':>9}  source"]
-    problems = row.as_settings().problems() if row else []
-    for name in KEYS:
-        # The row does not remember what it was created from, and settings or
-        # the environment may have changed since: compare with what they say now.
-        now_says = f"{sources[name]} says {getattr(start, name)}"
-        if row is None:
-            value, source = getattr(start, name), f"{sources[name]} (no config row yet)"
-        elif getattr(row, name) == getattr(start, name):
-            value, source = getattr(row, name), f"config row (as {sources[name]} says)"
-        else:
-            value = getattr(row, name)
-            source = f"config row ({now_says}: not used, the row is the truth)"
-        lines.append(f"{name:<20} {value!s:>9}  {source}")
-    if row is not None:
-        lines.append(f"config row last saved {row.updated_at.isoformat()}")
-    if problems:
-        lines.append("THE CONFIG ROW IS NOT USABLE: " + "; ".join(problems))
-        lines.append("Runners log this and keep the last good config; fix it in the admin.")
-    return lines
 
 
 @receiver(setting_changed)

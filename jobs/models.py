@@ -24,10 +24,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Case, Q, Value, When
-from django.db.models.signals import post_save
-from django.dispatch import receiver
 
 from jobs import config
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
@@ -137,7 +135,7 @@ class JobsConfig(models.Model):
 
     Created on first use from `settings.JOBS` / `JOBS_*` variables over the
     seed's defaults; from then on this row is the truth. See `jobs.config` for
-    why each default is what it is.
+    why each default is what it is, and `jobs.live_config` for how it is read.
     """
 
     SINGLETON_ID = 1
@@ -217,25 +215,6 @@ class JobsConfig(models.Model):
                 pk=cls.SINGLETON_ID, defaults=dataclasses.asdict(config.initial())
             )
         return row
-
-
-@receiver(post_save, sender=JobsConfig)
-def _wake_runners_on_config_change(sender: type[JobsConfig], **kwargs: Any) -> None:
-    # Runners apply a saved change at once rather than at their next config
-    # check: those in this process through the doorbell, those in others
-    # through the database where it can reach them (PostgreSQL).
-    from jobs.store import for_database
-
-    using = kwargs.get("using")
-    for_database(using).notify(config.CONFIG_NOTICE)
-    transaction.on_commit(_saved_and_ring, using=using)
-
-
-def _saved_and_ring() -> None:
-    from jobs.queue import wakeup
-
-    config.saved()
-    wakeup.ring()
 
 
 class RunnerProcess(models.Model):

@@ -19,11 +19,11 @@ from django.utils import timezone
 
 from jobs import log
 from jobs.models import Job
-from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
 from jobs.runner.executor import abandon
 from jobs.store import for_database
+from jobs.wakeup import wake_runners
 
 
 @dataclass
@@ -58,7 +58,7 @@ def _found(
 
 
 def run_now(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Report:
-    """Make queued jobs due now, and wake runners in this process."""
+    """Make queued jobs due now, and wake the runners to claim them."""
     report, store, now = Report(), for_database(using), timezone.now()
     for job_id, job in _found(ids, using, report):
         if store.run_now(job_id, now):
@@ -66,8 +66,7 @@ def run_now(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Repo
         else:
             report.skip(f"{job.state}, not queued")
     if report.touched:
-        store.notify()
-        transaction.on_commit(wakeup.ring, using=store.using)
+        wake_runners(store.using)
     return report
 
 
@@ -91,8 +90,7 @@ def retry(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Report
         else:
             report.skip(f"{job.state}, not failed or cancelled")
     if report.touched:
-        store.notify()
-        transaction.on_commit(wakeup.ring, using=store.using)
+        wake_runners(store.using)
     return report
 
 

@@ -1,16 +1,15 @@
-"""The enqueue side: the only path that creates job rows, and the in-process wake-up.
+"""The enqueue side: the only path that creates job rows.
 
 `enqueue` validates the whole spec before writing, inserts with the database's
 own conflict handling (so a refused duplicate is an answer, not an error, and
-never breaks the caller's transaction), and wakes the runners in this process
-when the caller's transaction commits. A runner in another process learns of
-the job at its next poll.
+never breaks the caller's transaction), and wakes the runners when the
+caller's transaction commits (`jobs.wakeup.wake_runners`: at once in this
+process; in others through the database where it can, else at their next poll).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
@@ -21,37 +20,7 @@ from django.utils import timezone
 from jobs import config, log
 from jobs.spec import JobSpec
 from jobs.store import NewJob, for_database
-
-
-class Wakeup:
-    """Process-wide doorbell: each runner subscribes its own event, `ring` sets them all.
-
-    One event per runner, so a runner clearing its own doorbell never swallows
-    another's.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: set[threading.Event] = set()
-
-    def subscribe(self) -> threading.Event:
-        event = threading.Event()
-        with self._lock:
-            self._events.add(event)
-        return event
-
-    def unsubscribe(self, event: threading.Event) -> None:
-        with self._lock:
-            self._events.discard(event)
-
-    def ring(self) -> None:
-        with self._lock:
-            events = list(self._events)
-        for event in events:
-            event.set()
-
-
-wakeup = Wakeup()
+from jobs.wakeup import wake_runners
 
 
 def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None = None) -> bool:
@@ -68,7 +37,7 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     row = _row(spec, payload_json, job_id or uuid.uuid4(), timezone.now(), _default_attempts())
     inserted = store.insert(row)
     if inserted:
-        transaction.on_commit(wakeup.ring, using=store.using)
+        wake_runners(store.using, notified=True)  # the insert notified other processes
     return inserted
 
 
@@ -92,7 +61,7 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     ]
     queued = store.insert_many(rows)
     if any(queued):
-        transaction.on_commit(wakeup.ring, using=store.using)
+        wake_runners(store.using, notified=True)  # as `enqueue`
     return queued
 
 

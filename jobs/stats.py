@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.models import LIVE_ROWS, SETTLED_ROWS, SETTLED_STATES, Job, RunnerProcess, State
+from jobs.store import for_database
 
 
 @dataclass
@@ -86,33 +87,19 @@ ESTIMATE_ABOVE = 100_000
 
 
 def _settled_estimates(using: str) -> dict[str, int] | None:
-    """Settled rows per state from PostgreSQL's statistics (no scan), or None.
+    """Settled rows per state from the database's statistics (no scan), or None.
 
-    None on other databases, on small tables, and before ANALYZE has run:
-    the caller then counts exactly.
+    None on databases that keep none (only PostgreSQL does), on small tables,
+    and before ANALYZE has run: the caller then counts exactly.
     """
-    connection = connections[using]
-    if connection.vendor != "postgresql":
+    store = for_database(using)
+    total = store.estimated_rows()
+    if total is None or total < ESTIMATE_ABOVE:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(ESTIMATE_SQL)
-        row = cursor.fetchone()
-    if row is None or row[0] is None or row[0] < ESTIMATE_ABOVE or row[1] is None:
+    shares = store.state_shares()
+    if shares is None:
         return None
-    total, states, freqs = row
-    found = dict(zip(states, freqs, strict=True))
-    return {state.value: int(total * found.get(state.value, 0.0)) for state in SETTLED_STATES}
-
-
-#: The table's row estimate and the state column's most common values with
-#: their frequencies, as ANALYZE last saw them.
-ESTIMATE_SQL = """
-    SELECT c.reltuples::bigint, s.most_common_vals::text::text[], s.most_common_freqs
-    FROM pg_class c
-    LEFT JOIN pg_stats s
-      ON s.tablename = c.relname AND s.attname = 'state' AND s.schemaname = current_schema()
-    WHERE c.relname = 'jobs_job'
-"""
+    return {state.value: int(total * shares.get(state.value, 0.0)) for state in SETTLED_STATES}
 
 
 def collect(using: str | None = None, now: datetime | None = None) -> Stats:

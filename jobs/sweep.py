@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import config
+from jobs import live_config
 from jobs.handlers import Done, JobHandler, Outcome, Reschedule
 from jobs.models import Job
 from jobs.queue import enqueue_or_log
@@ -33,7 +33,7 @@ class SweepHandler(JobHandler):
     kind = KIND
 
     def run(self, job: Job) -> Outcome:
-        days = config.current().retention_days
+        days = live_config.current().retention_days
         if days == 0:
             return Done()  # retention switched off: stop repeating
         store = for_database(job._state.db)
@@ -48,6 +48,6 @@ class SweepHandler(JobHandler):
 
 def schedule() -> bool:
     """Queue the sweep unless retention is off or it is already queued; True if queued."""
-    if config.current().retention_days == 0:
+    if live_config.current().retention_days == 0:
         return False
     return enqueue_or_log(JobSpec.now(KIND, KEY))

@@ -11,6 +11,7 @@ its JSON_VALID check is switched off), and the tests say which is which.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -253,16 +254,16 @@ def without_dates_check() -> Iterator[None]:
     (dropped for a restore, say); put back afterwards."""
     if not on_postgresql():
         pytest.skip("about PostgreSQL's timestamptz, which holds infinity")
-    from jobs.store.postgresql import DATES_IN_RANGE_SQL, DROP_DATES_IN_RANGE_SQL
+    migration = importlib.import_module("jobs.migrations.0006_postgresql_dates_in_range")
 
     with connection.cursor() as cursor:
-        cursor.execute(DROP_DATES_IN_RANGE_SQL)
+        cursor.execute(migration.DROP_DATES_IN_RANGE_SQL)
     try:
         yield
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM jobs_job")
-            cursor.execute(DATES_IN_RANGE_SQL)
+            cursor.execute(migration.DATES_IN_RANGE_SQL)
 
 
 @pytest.mark.parametrize("column", ["deadline", "created_at"])

@@ -18,10 +18,9 @@ import pytest
 from django.db import OperationalError, connection, connections, transaction
 from freezegun import freeze_time
 
-from jobs import Done, InvalidJobSpec, JobHandler, JobSpec, enqueue, enqueue_or_log
+from jobs import Done, InvalidJobSpec, JobHandler, JobSpec, enqueue, enqueue_or_log, wakeup
 from jobs.config import JobsSettings
 from jobs.models import Job, State
-from jobs.queue import wakeup
 from jobs.runner import Runner
 from jobs.spec import PAYLOAD_MAX_BYTES
 from jobs.store import for_database
@@ -76,9 +75,9 @@ def rows_for(kind: str, key: str) -> int:
 @pytest.fixture
 def doorbell() -> Iterator[threading.Event]:
     """A runner's view of the wake-up: an event that `enqueue` rings on commit."""
-    event = wakeup.subscribe()
+    event = wakeup.doorbell.subscribe()
     yield event
-    wakeup.unsubscribe(event)
+    wakeup.doorbell.unsubscribe(event)
 
 
 # -- the live identity --------------------------------------------------------------
@@ -466,14 +465,14 @@ def test_a_refused_duplicate_never_rings_the_doorbell(doorbell):
 @pytest.mark.django_db(transaction=True)
 def test_every_subscribed_runner_is_woken():
     """One event per runner: a runner clearing its own doorbell never swallows another's."""
-    first, second = wakeup.subscribe(), wakeup.subscribe()
+    first, second = wakeup.doorbell.subscribe(), wakeup.doorbell.subscribe()
     try:
         assert enqueue(JobSpec.now("orders.ship", "ord-1"))
         assert first.is_set(), "the first runner is woken"
         assert second.is_set(), "and the second"
     finally:
-        wakeup.unsubscribe(first)
-        wakeup.unsubscribe(second)
+        wakeup.doorbell.unsubscribe(first)
+        wakeup.doorbell.unsubscribe(second)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,9 +7,8 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from jobs import InvalidJobSpec, JobSpec, enqueue, enqueue_many
+from jobs import InvalidJobSpec, JobSpec, enqueue, enqueue_many, wakeup
 from jobs.models import Job
-from jobs.queue import wakeup
 from jobs.store import postgresql
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -129,7 +128,7 @@ def enqueue_many_then_fail() -> None:
 
 
 def test_a_batch_inside_a_rolled_back_transaction_vanishes_and_wakes_nobody():
-    doorbell = wakeup.subscribe()
+    doorbell = wakeup.doorbell.subscribe()
     try:
         with pytest.raises(RuntimeError):
             enqueue_many_then_fail()
@@ -138,7 +137,7 @@ def test_a_batch_inside_a_rolled_back_transaction_vanishes_and_wakes_nobody():
         enqueue_many([JobSpec.now("test.record", "y")])
         assert doorbell.is_set(), "a committed batch wakes the runners here"
     finally:
-        wakeup.unsubscribe(doorbell)
+        wakeup.doorbell.unsubscribe(doorbell)
 
 
 def test_an_empty_batch_is_an_empty_answer():

@@ -15,10 +15,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs import JobHandler
+from jobs import JobHandler, wakeup
 from jobs.models import Job, State
 from jobs.operations import cancel, retry, run_now
-from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.store import for_database
 
@@ -72,9 +71,9 @@ def recorder(registry: Registry) -> Recorder:
 @pytest.fixture
 def doorbell():
     """A runner's wake-up event, subscribed for the duration of the test."""
-    event = wakeup.subscribe()
+    event = wakeup.doorbell.subscribe()
     yield event
-    wakeup.unsubscribe(event)
+    wakeup.doorbell.unsubscribe(event)
 
 
 # -- run now ------------------------------------------------------------------

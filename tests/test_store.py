@@ -22,8 +22,8 @@ from jobs import JobSpec, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.store import Claim, Store, for_database
 from jobs.store import mysql as mysql_store
-from jobs.store import postgresql as pg_store
 from jobs.store import sqlite as sqlite_store
+from jobs.store.postgresql import sql as pg_sql
 
 pytestmark = pytest.mark.django_db
 
@@ -625,7 +625,7 @@ def test_the_postgresql_claim_finds_ready_rows_through_the_jobs_job_ready_index(
             "expires": [T0 + LEASE],
             "limit": 8,
         }
-        cursor.execute("EXPLAIN " + pg_store.CLAIM_SQL, params)
+        cursor.execute("EXPLAIN " + pg_sql.CLAIM_SQL, params)
         plan = "\n".join(line for (line,) in cursor.fetchall())
 
     assert "jobs_job_ready" in plan, f"the claim reads ready rows from the index:\n{plan}"

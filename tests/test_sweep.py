@@ -19,7 +19,7 @@ from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
-from jobs.store import Store
+from jobs.store.orm import OrmStore
 from jobs.sweep import SweepHandler
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,11 +96,11 @@ def test_the_sweep_deletes_in_small_batches_until_every_old_row_is_gone(
     for n in range(5):
         settled(f"old{n}", timedelta(days=8, minutes=n))
     kept = settled("new", timedelta(days=1))
-    prune = Store.prune
+    prune = OrmStore.prune
     runner = make_runner(registry=sweep_registry)
     with (
         mock.patch.object(jobs.sweep, "BATCH", 2),
-        mock.patch.object(Store, "prune", autospec=True, side_effect=prune) as spy,
+        mock.patch.object(OrmStore, "prune", autospec=True, side_effect=prune) as spy,
         freeze_time(T0),
     ):
         runner.drain()

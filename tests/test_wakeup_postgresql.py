@@ -12,7 +12,8 @@ from django.db import connection, transaction
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.operations import run_now
-from jobs.store.postgresql import WAKEUP_CHANNEL, plain_connection_params
+from jobs.store.postgresql.driver import plain_connection_params
+from jobs.store.postgresql.sql import WAKEUP_CHANNEL
 from tests.helpers import wait_until
 from tests.jobapp.models import Execution
 

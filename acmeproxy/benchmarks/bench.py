@@ -307,15 +307,15 @@ def raw_enqueue_rates(count: int) -> list[Result]:
     import psycopg
     from psycopg.types.json import Jsonb
 
-    from jobs.store import postgresql
+    from jobs.store.postgresql import driver, sql
 
     _clean()
     now = timezone.now()
-    with psycopg.connect(**postgresql.plain_connection_params(connection), autocommit=True) as raw:
+    with psycopg.connect(**driver.plain_connection_params(connection), autocommit=True) as raw:
         started = time.perf_counter()
         for n in range(count):
             row = [uuid.uuid4(), NOOP, f"r{n}", Jsonb({}), None, 5, now, None, now, now]
-            raw.execute(postgresql.INSERT_SQL, row, prepare=True).fetchall()
+            raw.execute(sql.INSERT_SQL, row, prepare=True).fetchall()
         one_by_one = time.perf_counter() - started
         _clean()
         arrays = [
@@ -327,7 +327,7 @@ def raw_enqueue_rates(count: int) -> list[Result]:
             "{" + ",".join(["NULL"] * count) + "}",
         ]
         started = time.perf_counter()
-        raw.execute(postgresql.INSERT_MANY_SQL, [5, now, now, *arrays]).fetchall()
+        raw.execute(sql.INSERT_MANY_SQL, [5, now, now, *arrays]).fetchall()
         bulk = time.perf_counter() - started
     _clean()
     return [

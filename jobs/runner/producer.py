@@ -24,10 +24,9 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connectio
 from django.utils import timezone
 
 from jobs import config as jobs_config
-from jobs import log
-from jobs.config import CONFIG_NOTICE, JobsSettings
+from jobs import live_config, log, wakeup
+from jobs.config import JobsSettings
 from jobs.handlers import Done, JobHandler
-from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
 from jobs.runner.executor import Attempt, Executor, lease_for
@@ -97,15 +96,15 @@ class Runner:
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
         self.clock = clock
-        self.settings = settings or jobs_config.LiveConfig(self.using)
+        self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
         self.executor = Executor(self.store, clock, on_done=self._completed_done)
         self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
         self.presence = Presence(self.using, clock, lane, lanes)
-        self._listener: threading.Thread | None = None
+        self._listener: wakeup.Listener | None = None
         self._ticker: threading.Thread | None = None
         self._listener_stop = threading.Event()
-        self.doorbell = wakeup.subscribe()
+        self.doorbell = wakeup.doorbell.subscribe()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         #: The attempts running or awaiting their settle, in claim order (a
@@ -120,7 +119,7 @@ class Runner:
         #: by the config ticker, a reload request (SIGHUP, a notice) or a save
         #: in this process. Under load a pass does not read it every time.
         self._config_stale = threading.Event()
-        self._config_generation = jobs_config.generation()
+        self._config_generation = live_config.generation()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
         try:
@@ -142,11 +141,8 @@ class Runner:
         if not self._start_up():
             return  # stopped before the database ever answered
         if not burst and self.store.wakes_other_processes and self._listener is None:
-            self._listener = threading.Thread(
-                target=self.store.listen,
-                args=(self._on_notice, self._listener_stop),
-                name="jobs-listener",
-                daemon=True,
+            self._listener = wakeup.Listener(
+                self.using, on_work=self.doorbell.set, on_config=self.reload
             )
             self._listener.start()
         if self._ticker is None:
@@ -217,13 +213,6 @@ class Runner:
         self._config_stale.set()
         self.doorbell.set()
 
-    def _on_notice(self, payload: str) -> None:
-        """A notice from another process: new work, or a saved config."""
-        if payload == CONFIG_NOTICE:
-            self.reload()
-        else:
-            self.doorbell.set()
-
     def _tick_config(self) -> None:
         """Mark the config stale every `JOBS_CONFIG_CHECK_SECONDS` of real time."""
         while not self._listener_stop.wait(self._config_check):
@@ -273,10 +262,10 @@ class Runner:
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
-        wakeup.unsubscribe(self.doorbell)
+        wakeup.doorbell.unsubscribe(self.doorbell)
         self._listener_stop.set()
         if self._listener is not None:
-            self._listener.join(5)
+            self._listener.stop(5)
         try:
             self.presence.remove()
         except (DatabaseError, InterfaceError) as error:
@@ -490,7 +479,7 @@ class Runner:
     def _refresh(self, *, force: bool = False) -> JobsSettings:
         """The config in force: read again when stale or `force`; tell maintenance
         when it changed."""
-        generation = jobs_config.generation()
+        generation = live_config.generation()
         if not (force or self._config_stale.is_set() or generation != self._config_generation):
             return self._current
         self._config_stale.clear()

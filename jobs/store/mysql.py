@@ -9,7 +9,7 @@ it only for INSERT and DELETE), so the claim reads its candidates, locks them
 through the primary key (see `SELECT_READY_SQL` for why), updates them and
 reads them back, still holding the locks. Neither has partial indexes: the
 identity is the model's `(kind, key, live)` unique constraint, as everywhere,
-and a migration adds a plain index for the claim here (see `READY_INDEX_SQL`).
+and migration 0003 adds a plain `(state, run_at)` index for the claim here.
 There is no LISTEN/NOTIFY: runners in other processes find new work at their
 next poll, as on SQLite.
 
@@ -23,14 +23,21 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, transaction
-from django.utils.timezone import is_naive, make_aware
 
-from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
-from jobs.store.base import CLAIM_COLUMNS, Claim, NewJob, Store, lease_ends, with_ids
+from jobs.store.base import NewJob
+from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL, OrmStore, with_ids
+from jobs.store.rows import (
+    CLAIM_COLUMNS,
+    Claim,
+    claim_from_row,
+    decode_uuid,
+    lease_ends,
+    naive_utc_datetime,
+)
 
 #: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
 ER_DUP_ENTRY = 1062
@@ -59,7 +66,7 @@ _COLUMNS = ", ".join(f"`{column}`" for column in CLAIM_COLUMNS)
 #: row's `max_attempts` in the same statement, as on the other databases.
 _VALUES = f"""
     (%s, %s, %s, %s, 'queued', 0,
-     COALESCE(%s, ({Store.CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
+     COALESCE(%s, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
      %s, %s, NULL, '', %s, %s, NULL)
 """
 
@@ -120,47 +127,14 @@ CLAIM_SQL = """
 #: Read the claimed rows back, still under the claim's locks.
 CLAIMED_SQL = f"SELECT {_COLUMNS} FROM jobs_job WHERE `id` IN ({{ids}})"
 
-#: The claim's index. MySQL builds the model's partial indexes without their
-#: condition, so `jobs_job_ready` there is every row by run_at, settled ones
-#: included, and `jobs_job_settled` every row by finished_at (which still
-#: serves the sweep: live rows have none). This one keeps the claim's range to
-#: live rows. Created by migration 0003, on MySQL only.
-READY_INDEX_SQL = "CREATE INDEX jobs_job_ready_by_state ON jobs_job (`state`, `run_at`)"
-
-#: Drop it (the migration's reverse).
-DROP_READY_INDEX_SQL = "DROP INDEX jobs_job_ready_by_state ON jobs_job"
-
-#: Compare `kind` and `key` byte for byte, as PostgreSQL and SQLite do: the
-#: default collations fold case, accents and trailing spaces, so "ord-1" and
-#: "ORD-1 " would be one identity. Created by migration 0003, on MySQL only;
-#: `{collation}` is the server's binary no-pad collation (`exact_collation`).
-EXACT_IDENTITY_SQL = f"""
-    ALTER TABLE jobs_job
-    MODIFY `kind` varchar({KIND_MAX_LENGTH}) CHARACTER SET utf8mb4 COLLATE {{collation}} NOT NULL,
-    MODIFY `key` varchar({KEY_MAX_LENGTH}) CHARACTER SET utf8mb4 COLLATE {{collation}} NOT NULL
-"""
-
-#: Back to the table's default collation (the migration's reverse).
-DEFAULT_IDENTITY_SQL = f"""
-    ALTER TABLE jobs_job
-    MODIFY `kind` varchar({KIND_MAX_LENGTH}) NOT NULL,
-    MODIFY `key` varchar({KEY_MAX_LENGTH}) NOT NULL
-"""
-
-
-def exact_collation(connection: Any) -> str:
-    """The binary collation that keeps trailing spaces significant (NO PAD).
-
-    Named differently on each: `utf8mb4_bin` pads on both, so it will not do.
-    """
-    return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"
-
 
 def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-class MySQLStore(Store):
+class MySQLStore(OrmStore):
+    """Its own insert and claim; a requeue takes its identity's named lock."""
+
     def insert(self, row: NewJob) -> bool:
         with self._identities_locked([(row.kind, row.key)]):
             return bool(self._insert([row]))
@@ -183,7 +157,7 @@ class MySQLStore(Store):
                     INSERTED_SQL.format(ids=_placeholders(len(rows))),
                     [self.prepare("id", row.id) for row in rows],
                 )
-                found = {self.decode_uuid(found[0]) for found in cursor.fetchall()}
+                found = {decode_uuid(found[0]) for found in cursor.fetchall()}
             return [row.id in found for row in rows]
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
@@ -286,7 +260,7 @@ class MySQLStore(Store):
                     LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), kinds=in_kinds),
                     [*chunk, *ready_params],
                 )
-                prior.update((self.decode_uuid(row[0]), row[1]) for row in cursor.fetchall())
+                prior.update((decode_uuid(row[0]), row[1]) for row in cursor.fetchall())
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
@@ -303,15 +277,17 @@ class MySQLStore(Store):
             )
             cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
             rows = cursor.fetchall()
+        using = self.using
         claims = [
-            self.claim_from_row(row, prior[self.decode_uuid(row[0])] == "running", now, ends)
+            claim_from_row(
+                row,
+                prior[decode_uuid(row[0])] == "running",
+                now,
+                ends,
+                using=using,
+                decode_datetime=naive_utc_datetime,
+            )
             for row in rows
         ]
         claims.sort(key=lambda claim: claim.job.run_at)
         return claims
-
-    def decode_datetime(self, value: Any) -> datetime | None:
-        """The driver returns naive datetimes, in UTC as Django writes them."""
-        if isinstance(value, datetime) and is_naive(value):
-            return make_aware(value, UTC)
-        return value  # type: ignore[no-any-return]

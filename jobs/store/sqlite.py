@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils.dateparse import parse_datetime
-from django.utils.timezone import is_naive, make_aware
 
 from jobs.models import Job
-from jobs.store.base import (
+from jobs.store.orm import OrmStore
+from jobs.store.rows import (
     CLAIM_COLUMNS,
     DATETIME_COLUMNS,
     Claim,
-    Store,
+    claim_from_row,
+    decode_uuid,
     in_run_at_order,
     lease_ends,
+    text_datetime,
 )
 
 # `+kind` keeps SQLite from answering the kind filter through the identity
@@ -76,7 +77,9 @@ def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(OrmStore):
+    """The portable insert and settles, with a claim and a batch settle of its own."""
+
     def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
         """One statement for the batch: through the ORM, one fenced update per
         row was most of a runner's pass on SQLite."""
@@ -107,7 +110,7 @@ class SQLiteStore(Store):
         )
         with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return {self.decode_uuid(row[0]) for row in cursor.fetchall()}
+            return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
@@ -133,17 +136,16 @@ class SQLiteStore(Store):
             )
             cursor.execute(sql, [*lease_params, at, at, *prior, *ready_params])
             rows = cursor.fetchall()
+        using = self.using
         claims = [
-            self.claim_from_row(row, prior[self.decode_uuid(row[0]).hex] == "running", now, ends)
+            claim_from_row(
+                row,
+                prior[decode_uuid(row[0]).hex] == "running",
+                now,
+                ends,
+                using=using,
+                decode_datetime=text_datetime,
+            )
             for row in rows
         ]
         return in_run_at_order(claims)
-
-    def decode_datetime(self, value: Any) -> datetime | None:
-        if value is None or isinstance(value, datetime):
-            moment = value
-        else:
-            moment = parse_datetime(str(value))
-        if moment is not None and is_naive(moment):
-            moment = make_aware(moment, UTC)
-        return moment

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import DEFAULT_DB_ALIAS
 
-from jobs.config import describe
+from jobs.live_config import describe
 from jobs.runner.process import serve
 
 

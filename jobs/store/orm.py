@@ -1,0 +1,217 @@
+"""The verbs written once for every database, which each vendor's store extends.
+
+Plain single-row updates, each through the ORM: the fenced settles (`_owned`
+fences every one on id, `running`, the attempt number and the lease, and each
+answers whether it won), the operator verbs and the sweep's prune. Also the
+insert in the upsert syntax PostgreSQL and SQLite share, the one statement
+here the ORM cannot say (an insert that skips a held identity and reports
+whether it wrote); MySQL writes its own.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from jobs.config import BOUNDS
+from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
+from jobs.store.base import NewJob, Store
+from jobs.store.rows import Claim
+
+_ATTEMPTS = BOUNDS["max_attempts"]
+
+#: The config row's `max_attempts` when it is usable, else NULL: every
+#: vendor's insert reads it in the same statement.
+CONFIGURED_MAX_ATTEMPTS_SQL = f"""
+        SELECT max_attempts FROM jobs_jobsconfig
+        WHERE id = {JobsConfig.SINGLETON_ID}
+          AND max_attempts BETWEEN {_ATTEMPTS[0]} AND {_ATTEMPTS[1]}
+    """
+
+#: Insert one queued row unless a live row holds its identity. Standard
+#: upsert syntax on PostgreSQL and SQLite: with no conflict target, DO
+#: NOTHING covers the identity's unique (kind, key, live), and RETURNING yields a row
+#: only when one was inserted. A spec without its own budget takes the
+#: config row's `max_attempts` in the same statement, so a change made in
+#: any process reaches the very next enqueue everywhere, at no extra round
+#: trip; a row holding an unusable value falls back to the initial config.
+INSERT_SQL = f"""
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
+                              run_at, deadline, lease_expires_at, last_error,
+                              created_at, updated_at, finished_at)
+        VALUES (%s, %s, %s, %s, 'queued', 0,
+                COALESCE(CAST(%s AS integer), ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
+                %s, %s, NULL, '', %s, %s, NULL)
+        ON CONFLICT DO NOTHING
+        RETURNING id
+    """
+
+
+class OrmStore(Store):
+    """`Store`'s verbs as every database runs them, unless its vendor overrides one."""
+
+    # -- enqueue -------------------------------------------------------------
+
+    def insert(self, row: NewJob) -> bool:
+        prepare = self.prepare
+        params = [
+            prepare("id", row.id),
+            row.kind,
+            row.key,
+            prepare("payload", row.payload),
+            row.max_attempts,
+            row.default_max_attempts,
+            prepare("run_at", row.run_at),
+            prepare("deadline", row.deadline),
+            prepare("created_at", row.now),
+            prepare("updated_at", row.now),
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.execute(INSERT_SQL, params)
+            return cursor.fetchone() is not None
+
+    def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
+        """Here one insert per row inside one transaction (one commit); vendors
+        with a bulk form override it."""
+        with transaction.atomic(using=self.using):
+            return [self.insert(row) for row in with_ids(rows)]
+
+    # -- the runner's pass ---------------------------------------------------
+
+    def settle_and_claim(
+        self,
+        done: Sequence[tuple[Job, Any]],
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+    ) -> tuple[set[uuid.UUID], list[Claim]]:
+        if not done:
+            return set(), self.claim(now, leases, limit)
+        with transaction.atomic(using=self.using):
+            return self.complete_many(done, now), self.claim(now, leases, limit)
+
+    # -- fenced settles ------------------------------------------------------
+
+    def _owned(self, job: Job) -> QuerySet[Job]:
+        """The row, only while the attempt that `job` describes still owns it."""
+        return Job.objects.using(self.using).filter(
+            id=job.id,
+            state=State.RUNNING,
+            attempts=job.attempts,
+            lease_expires_at=job.lease_expires_at,
+        )
+
+    def complete(self, job: Job, now: datetime, result: Any = None) -> bool:
+        fields: dict[str, Any] = {"result": result} if result is not None else {}
+        return bool(
+            self._owned(job).update(
+                state=State.DONE, lease_expires_at=None, finished_at=now, updated_at=now, **fields
+            )
+        )
+
+    def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
+        won = set()
+        with transaction.atomic(using=self.using):
+            for job, result in done:
+                if self.complete(job, now, result):
+                    won.add(job.id)
+        return won
+
+    def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
+        return bool(
+            self._owned(job).update(
+                state=State.QUEUED,
+                run_at=run_at,
+                lease_expires_at=None,
+                last_error=error,
+                updated_at=now,
+            )
+        )
+
+    def retire(self, job: Job, now: datetime, error: str, state: str = State.FAILED) -> bool:
+        return bool(
+            self._owned(job).update(
+                state=state,
+                lease_expires_at=None,
+                last_error=error,
+                finished_at=now,
+                updated_at=now,
+            )
+        )
+
+    def reschedule(self, job: Job, now: datetime, run_at: datetime) -> bool:
+        return bool(
+            self._owned(job).update(
+                state=State.QUEUED,
+                attempts=0,
+                run_at=run_at,
+                lease_expires_at=None,
+                last_error="",
+                updated_at=now,
+            )
+        )
+
+    # -- operator verbs ------------------------------------------------------
+
+    def run_now(self, job_id: uuid.UUID, now: datetime) -> bool:
+        rows = Job.objects.using(self.using).filter(id=job_id, state=State.QUEUED)
+        return bool(rows.update(run_at=now, updated_at=now))
+
+    def cancel(self, job_id: uuid.UUID, now: datetime, reason: str) -> Job | None:
+        jobs = Job.objects.using(self.using)
+        job = jobs.select_for_update().filter(id=job_id, state__in=LIVE_STATES).first()
+        if job is None:
+            return None
+        jobs.filter(id=job_id, state__in=LIVE_STATES).update(
+            state=State.CANCELLED,
+            lease_expires_at=None,
+            last_error=reason,
+            finished_at=now,
+            updated_at=now,
+        )
+        return job
+
+    def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
+        rows = Job.objects.using(self.using).filter(
+            id=job_id, state__in=[State.FAILED, State.CANCELLED]
+        )
+        return bool(
+            rows.update(
+                state=State.QUEUED,
+                attempts=0,
+                run_at=now,
+                lease_expires_at=None,
+                finished_at=None,
+                updated_at=now,
+            )
+        )
+
+    # -- maintenance ---------------------------------------------------------
+
+    def prune(self, before: datetime, limit: int) -> int:
+        jobs = Job.objects.using(self.using)
+        ids = list(
+            jobs.filter(SETTLED_ROWS, finished_at__lt=before)
+            .order_by("finished_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        if not ids:
+            return 0
+        deleted, _ = jobs.filter(id__in=ids, state__in=SETTLED_STATES).delete()
+        return deleted
+
+
+def with_ids(rows: Sequence[NewJob]) -> Sequence[NewJob]:
+    """`rows`, each without an id given a random (version 4) UUID, as `uuid.uuid4`
+    makes them, from one read of the system's randomness rather than one each."""
+    missing = [row for row in rows if row.id is None]
+    randomness = os.urandom(16 * len(missing))
+    for n, row in enumerate(missing):
+        row.id = uuid.UUID(bytes=randomness[16 * n : 16 * n + 16], version=4)
+    return rows

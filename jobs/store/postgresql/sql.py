@@ -1,0 +1,146 @@
+"""PostgreSQL's statements, each a named constant with its purpose.
+
+The verbs that run them are in `jobs.store.postgresql`; how they are sent
+(bound by the server, prepared once per connection) is in `.driver`.
+"""
+
+from __future__ import annotations
+
+from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL
+from jobs.store.orm import INSERT_SQL as PORTABLE_INSERT_SQL
+from jobs.store.rows import CLAIM_COLUMNS
+
+#: Plan each prepared statement once, for every execution. Left to choose,
+#: PostgreSQL planned the pass afresh each time (the plan for its arrays of
+#: ids looked cheaper with their values known), and planning was ~20% of a
+#: pass of 8. Only prepared statements follow this setting, and on these
+#: connections only this store's statements are prepared (Django's cursors
+#: bind on the client); a session setting, it lasts as long as the connection.
+GENERIC_PLANS_SQL = "SET plan_cache_mode = force_generic_plan"
+
+#: The channel runners LISTEN on.
+WAKEUP_CHANNEL = "jobs_wakeup"
+
+#: The portable insert, notifying the channel when it inserted a row. The
+#: notice is delivered at commit and dropped on rollback.
+INSERT_SQL = f"""
+    WITH inserted AS ({PORTABLE_INSERT_SQL})
+    SELECT id, pg_notify('{WAKEUP_CHANNEL}', '') FROM inserted
+"""
+
+#: Insert many queued rows from parallel arrays; a spec without its own budget
+#: takes the config row's, as in the single insert. Rows whose identity is
+#: held (by a live row, or by an earlier row of the same batch) are skipped;
+#: each inserted row answers with its identity, which names one row of the
+#: batch (the first to claim it). Ids are the database's own random UUIDs
+#: (version 4, as `uuid.uuid4` makes): nobody reads them back, and making
+#: them in Python was a third of `enqueue_many`'s own time per spec.
+INSERT_MANY_SQL = f"""
+    INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
+                          run_at, deadline, lease_expires_at, last_error,
+                          created_at, updated_at, finished_at)
+    SELECT gen_random_uuid(), d.kind, d.key, d.payload, 'queued', 0,
+           COALESCE(d.max_attempts, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
+           d.run_at, d.deadline, NULL, '', %s, %s, NULL
+    FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::integer[],
+                %s::timestamptz[], %s::timestamptz[])
+         AS d(kind, key, payload, max_attempts, run_at, deadline)
+    ON CONFLICT DO NOTHING
+    RETURNING kind, "key"
+"""
+
+#: Wake the listeners when the current transaction commits.
+NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', %s)"
+
+#: Subscribe a connection to the channel.
+LISTEN_SQL = f"LISTEN {WAKEUP_CHANNEL}"
+
+#: The job table's row count as ANALYZE (or autovacuum) last saw it; -1 or
+#: NULL when never analysed. Reads one catalogue row, scans nothing.
+ROW_ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('jobs_job')"
+
+#: The state column's most common values with their frequencies, as ANALYZE
+#: last saw them; no row, or NULLs, before it has.
+STATE_SHARES_SQL = """
+    SELECT most_common_vals::text::text[], most_common_freqs
+    FROM pg_stats
+    WHERE schemaname = current_schema() AND tablename = 'jobs_job' AND attname = 'state'
+"""
+
+_RETURNING = ", ".join(f'j."{column}"' for column in CLAIM_COLUMNS)
+
+# Every statement that updates rows named by a list finds them through the
+# primary key (`id = ANY(array)`), never a join or a partial index the planner
+# could scan whole when its statistics lag a burst of new rows. So the batch
+# settles fence on the lease alone, with the attempt number: only a running
+# row has a lease (every settle clears it, every claim writes a new one), so
+# `lease_expires_at = <the claim's lease>` already means "still running under
+# this claim", and leaving `state = 'running'` out keeps the ready index, which
+# that condition would make eligible, out of the plan.
+_LEASE_OF_KIND = (
+    "(SELECT lease.expires FROM unnest(%(kinds)s::text[], %(expires)s::timestamptz[])"
+    " AS lease(kind, expires) WHERE lease.kind = j.kind)"
+)
+_PRIOR_STATE = "(SELECT ready.prior_state FROM ready WHERE ready.id = j.id)"
+
+#: Settle a batch of attempts `done`, each fenced on its own claim (attempt
+#: number and lease), keeping each one's result: one statement for all.
+_SETTLE = """
+    UPDATE jobs_job AS j
+    SET state = 'done', lease_expires_at = NULL, finished_at = %(now)s,
+        updated_at = %(now)s, result = d.result
+    FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(leases)s::timestamptz[],
+                %(results)s::jsonb[]) AS d(id, attempts, lease, result)
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = d.id
+      AND j.attempts = d.attempts AND j.lease_expires_at = d.lease
+    RETURNING j.id
+"""
+
+#: Lock up to N ready rows, skipping rows another claim holds, oldest run_at
+#: first. The range on run_at serves both kinds of ready row from the
+#: jobs_job_ready index (`live` is its condition, which the planner must see
+#: here to use it): a running row's run_at is in the past too. Used as a
+#: MATERIALIZED CTE so it runs exactly once: as a subquery the planner may
+#: rescan it inside a join, and each rescan can lock more rows than LIMIT.
+_READY = """
+    SELECT id, state AS prior_state
+    FROM jobs_job
+    WHERE live AND state IN ('queued', 'running')
+      AND run_at <= %(now)s
+      AND kind = ANY(%(kinds)s::text[])
+      AND (state = 'queued' OR lease_expires_at <= %(now)s)
+      {also}
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+#: Move the locked rows to running, count the attempt and write each kind's
+#: lease, reporting what state each row was in before.
+_CLAIM = f"""
+    UPDATE jobs_job AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_expires_at = {_LEASE_OF_KIND},
+        started_at = %(now)s,
+        updated_at = %(now)s
+    WHERE j.id = ANY(ARRAY(SELECT id FROM ready))
+    RETURNING {_RETURNING}, {_PRIOR_STATE}
+"""
+
+COMPLETE_MANY_SQL = _SETTLE
+
+CLAIM_SQL = f"WITH ready AS MATERIALIZED ({_READY.format(also='')}) {_CLAIM}"
+
+#: A runner's whole pass in one statement and one commit: settle the attempts
+#: that ended Done, then claim up to N ready rows, never one being settled
+#: here. Rows come back tagged: 'settled' with only an id, or 'claimed' with
+#: the claim's columns and the state the row was in before.
+SETTLE_AND_CLAIM_SQL = f"""
+    WITH settled AS ({_SETTLE}),
+    ready AS MATERIALIZED ({_READY.format(also="AND id <> ALL(%(ids)s::uuid[])")}),
+    claimed AS ({_CLAIM})
+    SELECT 'claimed' AS tag, claimed.* FROM claimed
+    UNION ALL
+    SELECT 'settled', settled.id, {", ".join(["NULL"] * len(CLAIM_COLUMNS))} FROM settled
+"""

@@ -1,0 +1,219 @@
+"""Claimed rows, decoded: what a claim hands the runner, built tolerantly and cheaply.
+
+Every vendor's claim ends here. Two promises: decoding never raises for what
+a row holds (a claim has already committed its rows as `running`, so a row
+written by hand that a handler cannot use must come back marked `unusable`
+for the runner to retire, not fail the other rows claimed with it), and the
+claimed `Job` is built without `Model.__init__`'s per-field work, which was
+the runner's largest cost per claimed row. The datetime decoders differ by
+driver (PostgreSQL's loads dates, SQLite's returns text, MySQL's naive UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models.base import ModelState
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive, make_aware
+
+from jobs.models import Job
+
+
+@dataclass
+class Claim:
+    """A row this runner has just claimed, and whether it was taken over."""
+
+    job: Job
+    #: True when the row was `running` under an expired lease: its previous
+    #: runner vanished without settling.
+    reclaimed: bool
+    #: Why the row cannot be handed to a handler as it is (a payload that is
+    #: not a JSON object, a column that does not decode, all written by hand
+    #: past `enqueue`), or None when it can. The runner retires such a claim.
+    unusable: str | None = None
+
+
+#: The columns a claim reads back, in order; the vendor SQL lists the same.
+CLAIM_COLUMNS = (
+    "id",
+    "kind",
+    "key",
+    "payload",
+    "state",
+    "attempts",
+    "max_attempts",
+    "run_at",
+    "deadline",
+    "last_error",
+    "created_at",
+    "finished_at",
+)
+
+#: The columns a claim writes from values it was given (`now`, and each
+#: kind's end of lease from `lease_ends`), so they are set on the claimed
+#: `Job` from those values rather than read back and decoded: three dates a
+#: row, most of what decoding a claimed row cost.
+CLAIM_WRITTEN_COLUMNS = ("lease_expires_at", "started_at", "updated_at")
+
+#: What `Job(...)` would set for the concrete fields a claim does not return
+#: (a generated column is left unset, as the ORM leaves it until it is read).
+_UNCLAIMED_DEFAULTS = {
+    field.attname: field.get_default()
+    for field in Job._meta.concrete_fields
+    if field.attname not in CLAIM_COLUMNS + CLAIM_WRITTEN_COLUMNS and not field.generated
+}
+
+#: The columns a claim reads back that hold a date and time.
+DATETIME_COLUMNS = ("run_at", "deadline", "created_at", "finished_at")
+
+#: How much of a value that cannot be used is quoted in the reason.
+_QUOTE_CHARS = 200
+
+#: A driver's value for a date column as an aware datetime (or None for
+#: NULL); raises TypeError, ValueError or OverflowError, or returns None for
+#: a value, when the value is not a date.
+DatetimeDecoder = Callable[[Any], datetime | None]
+
+
+def lease_ends(now: datetime, leases: Mapping[str, timedelta]) -> dict[str, datetime]:
+    """Each kind's end of lease for a claim at `now`: what the claim writes, and
+    what the claimed `Job` carries for its settle to be fenced on."""
+    return {kind: now + lease for kind, lease in leases.items()}
+
+
+def claim_from_row(
+    row: Sequence[Any],
+    reclaimed: bool,
+    now: datetime,
+    ends: Mapping[str, datetime],
+    *,
+    using: str,
+    decode_datetime: DatetimeDecoder,
+) -> Claim:
+    """A `Claim` from a row in `CLAIM_COLUMNS` order, without another query;
+    `now` and `ends` are what the claim wrote (see `CLAIM_WRITTEN_COLUMNS`),
+    `using` the database it came from, `decode_datetime` its driver's decoder.
+
+    Never raises for what the row holds. The claim has already moved the
+    row to `running` and counted its attempt, so a row a handler cannot use
+    (a payload that is not a JSON object, a date that does not decode,
+    both only possible by writing the table by hand) must still come back
+    as a claim, marked `unusable`, for the runner to retire: an exception
+    here would lose every other row claimed in the same statement and
+    stop the runner, and the bad row would be claimed again and again.
+    """
+    values = dict(zip(CLAIM_COLUMNS, row, strict=True))
+    problems: list[str] = []
+    values["id"] = decode_uuid(values["id"])
+    values["payload"], problem = decode_payload(values["payload"])
+    if problem is not None:
+        problems.append(problem)
+    for column in DATETIME_COLUMNS:
+        raw = values[column]
+        try:
+            values[column] = decode_datetime(raw)
+        except (TypeError, ValueError, OverflowError) as error:
+            values[column] = None
+            problems.append(f"{column} is not a date and time: {_quote(raw)} ({error})")
+        else:
+            if raw is not None and values[column] is None:
+                problems.append(f"{column} is not a date and time: {_quote(raw)}")
+    for column in ("attempts", "max_attempts"):
+        if isinstance(values[column], bool) or not isinstance(values[column], int):
+            problems.append(f"{column} is not an integer: {_quote(values[column])}")
+            values[column] = 0
+    values["started_at"] = values["updated_at"] = now
+    values["lease_expires_at"] = ends.get(values["kind"])
+    return Claim(loaded_job(values, using), reclaimed, "; ".join(problems) or None)
+
+
+def loaded_job(values: dict[str, Any], using: str) -> Job:
+    """A `Job` as Django builds one from a query of database `using`, from
+    already-decoded values.
+
+    Set on the instance directly, as `Model.from_db` ends up doing, but
+    without `Model.__init__`'s per-field work: that was the runner's
+    largest cost per claimed row. Fields the claim does not read take
+    their defaults, as `Job(**values)` would give them.
+    """
+    job = Job.__new__(Job)
+    job.__dict__.update(_UNCLAIMED_DEFAULTS)
+    job.__dict__.update(values)
+    job._state = ModelState()
+    job._state.adding = False
+    job._state.db = using
+    return job
+
+
+def in_run_at_order(claims: list[Claim]) -> list[Claim]:
+    """`claims` oldest `run_at` first; a claim whose `run_at` did not decode comes first."""
+    return sorted(claims, key=lambda claim: (claim.job.run_at is not None, claim.job.run_at or 0))
+
+
+def decode_payload(value: Any) -> tuple[Any, str | None]:
+    """The payload column as Python, and why a handler cannot use it (or None).
+
+    Drivers hand JSON columns over as text (Django asks psycopg not to
+    decode them; SQLite has only text). Only a JSON object is a payload:
+    `enqueue` refuses anything else, so anything else was written by hand.
+    An undecodable value is kept as the text it is, for the admin to show.
+    """
+    if value == "{}":
+        return {}, None  # the payload of most jobs, and the default
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            return (
+                value,
+                f"payload is not a JSON object: it is not valid JSON ({error}): {_quote(value)}",
+            )
+    if not isinstance(value, dict):
+        kind = "null" if value is None else type(value).__name__
+        return value, f"payload is not a JSON object: it is a JSON {kind}: {_quote(value)}"
+    return value, None
+
+
+def decode_uuid(value: Any) -> uuid.UUID:
+    """An id column as a UUID, whether the driver gave one or its text."""
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def loaded_datetime(value: Any) -> datetime | None:
+    """For drivers that load dates (psycopg): anything but a datetime is a value
+    the driver could not load (PostgreSQL's `infinity`, say), passed on as text."""
+    if value is None or isinstance(value, datetime):
+        return value
+    raise ValueError("the database driver cannot load it")
+
+
+def text_datetime(value: Any) -> datetime | None:
+    """For SQLite, whose dates are ISO text: parsed, and naive ones taken as UTC
+    (as Django writes them); None for text that is not a date."""
+    moment = value if value is None or isinstance(value, datetime) else parse_datetime(str(value))
+    if moment is not None and is_naive(moment):
+        moment = make_aware(moment, UTC)
+    return moment
+
+
+def naive_utc_datetime(value: Any) -> datetime | None:
+    """For MySQL, whose driver returns naive datetimes, in UTC as Django writes them."""
+    if isinstance(value, datetime) and is_naive(value):
+        return make_aware(value, UTC)
+    return value  # type: ignore[no-any-return]
+
+
+def _quote(value: Any) -> str:
+    """`value` as an operator reads it in `last_error`, cut to a readable length."""
+    text = repr(value)
+    if len(text) > _QUOTE_CHARS:
+        text = text[:_QUOTE_CHARS] + f"... ({len(text)} characters)"
+    return text
