@@ -8,24 +8,10 @@ fails them within seconds rather than hanging the run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from jobs.models import Job
 from tests.conftest import RunJobs
+from tests.helpers import wait_until
 from tests.jobapp.models import Execution
-
-#: How often a wait looks again; short, since the things waited for are quick.
-POLL_SECONDS = 0.02
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, message: str) -> None:
-    """Poll `predicate` until it is truthy; fail with `message` after `timeout` seconds."""
-    give_up = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= give_up:
-            raise AssertionError(f"{message} (waited {timeout:g}s)")
-        time.sleep(POLL_SECONDS)
 
 
 def wait_for_log(process: RunJobs, text: str, timeout: float = 10.0) -> None:
