@@ -24,6 +24,7 @@ from django.utils.html import escape
 import jobs.admin
 from jobs.models import Job, RunnerProcess, State
 from jobs.store import for_database
+from tests.factories import make_job
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db
@@ -31,19 +32,6 @@ pytestmark = pytest.mark.django_db
 #: A handler from tests/jobapp/jobs.py whose abandon records an Abandonment row.
 RECORDED = "test.record"
 SCRIPT = "<script>alert(1)</script>"
-
-
-def make_job(key: str, state: str = State.QUEUED, kind: str = RECORDED, **fields: Any) -> Job:
-    """A row in any state, written directly: these tests are about showing and acting on rows."""
-    now = timezone.now()
-    values: dict[str, Any] = {"max_attempts": 5, "run_at": now, **fields}
-    if state in (State.DONE, State.FAILED, State.CANCELLED):
-        values.setdefault("finished_at", now)
-    if state == State.RUNNING:
-        values.setdefault("attempts", 1)
-        values.setdefault("started_at", now)
-        values.setdefault("lease_expires_at", now + timedelta(minutes=5))
-    return Job.objects.create(kind=kind, key=key, state=state, **values)
 
 
 def make_runner(

@@ -19,11 +19,10 @@ from django.utils import timezone
 
 from jobs.config import DEFAULTS, KEYS
 from jobs.models import Job, JobsConfig, State
+from tests import factories
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db
-
-RECORDED = "test.record"
 
 
 def anonymous(client: Client) -> Client:
@@ -50,11 +49,8 @@ REFUSED = [
 
 
 def make_job(key: str, state: str = State.QUEUED, **fields: Any) -> Job:
-    now = timezone.now()
-    values: dict[str, Any] = {"max_attempts": 5, "run_at": now + timedelta(hours=1), **fields}
-    if state in (State.FAILED, State.CANCELLED):
-        values.setdefault("finished_at", now)
-    return Job.objects.create(kind=RECORDED, key=key, state=state, **values)
+    """A row of the recorded kind, due in an hour."""
+    return factories.make_job(key, state, run_at=timezone.now() + timedelta(hours=1), **fields)
 
 
 def refused(response: Any) -> bool:

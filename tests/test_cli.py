@@ -16,7 +16,7 @@ import subprocess
 import sys
 import uuid
 from datetime import timedelta
-from typing import Any
+from functools import partial
 
 import pytest
 from django.core.management import call_command
@@ -28,6 +28,7 @@ from jobs import JobSpec, enqueue_many
 from jobs.cli import duration, relative
 from jobs.models import Job, RunnerProcess
 from jobs.stats import collect
+from tests import factories
 from tests.conftest import ROOT, database_url
 from tests.jobapp.models import Abandonment
 
@@ -44,17 +45,7 @@ def jobs(*args: str) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
-def make_job(key: str, state: str = "queued", kind: str = "test.record", **fields: Any) -> Job:
-    now = timezone.now()
-    values: dict[str, Any] = {"max_attempts": 5, "run_at": now}
-    if state in ("done", "failed", "cancelled"):
-        values["finished_at"] = now
-    values.update(fields)
-    created_at = values.pop("created_at", None)
-    job = Job.objects.create(kind=kind, key=key, state=state, **values)
-    if created_at is not None:
-        Job.objects.filter(id=job.id).update(created_at=created_at)
-    return job
+make_job = partial(factories.make_job, leased=False)
 
 
 def line_of(output: str, job: Job) -> str:

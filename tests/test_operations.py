@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
-from typing import Any
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -21,22 +21,14 @@ from jobs.operations import cancel, retry, run_now
 from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.store import for_database
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 KIND = "ops.test"
 
 
-def make_job(key: str, state: str = State.QUEUED, kind: str = KIND, **fields: Any) -> Job:
-    now = timezone.now()
-    values: dict[str, Any] = {"max_attempts": 5, "run_at": now, **fields}
-    if state in (State.DONE, State.FAILED, State.CANCELLED):
-        values.setdefault("finished_at", now)
-    if state == State.RUNNING:
-        values.setdefault("attempts", 1)
-        values.setdefault("started_at", now)
-        values.setdefault("lease_expires_at", now + timedelta(minutes=5))
-    return Job.objects.create(kind=kind, key=key, state=state, **values)
+make_job = partial(factories.make_job, kind=KIND)
 
 
 def reload(job: Job) -> Job:

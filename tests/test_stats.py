@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -19,6 +19,7 @@ from django.utils import timezone
 import jobs.stats
 from jobs.models import Job, RunnerProcess, State
 from jobs.stats import collect, kinds_without_runner
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -28,9 +29,7 @@ def now() -> datetime:
     return timezone.now().replace(second=30, microsecond=0)
 
 
-def make_job(key: str, state: str = State.QUEUED, kind: str = "k", **fields: Any) -> Job:
-    values: dict[str, Any] = {"max_attempts": 5, "run_at": timezone.now(), **fields}
-    return Job.objects.create(kind=kind, key=key, state=state, **values)
+make_job = partial(factories.make_job, kind="k", finished=False, leased=False)
 
 
 def settled(key: str, state: str, finished_at: datetime, kind: str = "k", took: float = 1.0) -> Job:
