@@ -1,4 +1,9 @@
-"""Acceptance tests: real `runjobs` processes, real signals, real databases.
+"""Acceptance tests: real processes, real signals, real databases.
+
+A test belongs here when it starts a real `runjobs` or `manage.py` process (or
+another that sets Django up on the test database) or sends one a signal; what
+runs in this process alone is tests/integration. `runjobs` processes come from
+the `runjobs` fixture in tests/conftest.py.
 
 These are about processes and time, so they wait for real; every wait is a
 poll of the database (or of a process's log) with a deadline, never a bare

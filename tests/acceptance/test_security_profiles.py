@@ -17,8 +17,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from jobs.models import Job, State
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 
 def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
