@@ -1,5 +1,6 @@
-"""Rows written straight into the table, for tests about showing, counting and acting
-on rows: one `make_job` for every layer.
+"""Rows written straight into the tables, for every layer: `make_job` for tests about
+showing, counting and acting on rows; `set_row` and `add_ready_job` for writes made
+as another process would make them.
 
 An area whose tests want other defaults (another kind, a row that is not due yet,
 nothing implied by its state) binds them next to its tests with
@@ -13,7 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import Job, State
+from jobs.models import Job, JobsConfig, State
 
 #: The test app's recording handler (tests/jobapp/jobs.py): its abandon writes an
 #: `Abandonment` row, so a test can see that abandon ran, and how often.
@@ -53,3 +54,16 @@ def make_job(
     if created_at is not None:
         Job.objects.filter(id=job.id).update(created_at=created_at)
     return job
+
+
+def set_row(**values: int) -> None:
+    """Change the live config row (`JobsConfig`) as another process would: no signal
+    reaches this one."""
+    JobsConfig.load()
+    JobsConfig.objects.filter(pk=JobsConfig.SINGLETON_ID).update(**values)
+
+
+def add_ready_job(kind: str, key: str) -> Job:
+    """A ready row written without the enqueue doorbell, as from another process."""
+    now = timezone.now()
+    return Job.objects.create(kind=kind, key=key, max_attempts=5, run_at=now - timedelta(seconds=1))

@@ -1,5 +1,5 @@
-"""Small helpers shared by every layer: waiting on real threads and processes, and a
-runner on a background thread."""
+"""Small helpers shared by every layer: waiting on real threads and processes, a runner
+on a background thread, and the orders example's API as a client calls it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connections
 
@@ -56,3 +57,18 @@ def running(runner: Runner) -> Iterator[Runner]:
         runner.stop()
         thread.join(10)
         runner.finish(10)
+
+
+# -- the orders example's API, as a client calls it -------------------------------
+
+
+def create_order(client) -> int:
+    answer = client.post("/orders/", data={}, content_type="application/json")
+    assert answer.status_code == 201, answer.content
+    return int(answer.json()["id"])
+
+
+def finalize(client, order_id: int) -> dict[str, Any]:
+    answer = client.post(f"/orders/{order_id}/finalize")
+    assert answer.status_code == 200, answer.content
+    return dict(answer.json())

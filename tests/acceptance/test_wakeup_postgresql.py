@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 
-import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.operations import run_now
-from jobs.store.postgresql import WAKEUP_CHANNEL, plain_connection_params
+from jobs.store.postgresql import WAKEUP_CHANNEL
 from tests.helpers import wait_until
 from tests.jobapp.models import Execution
 
@@ -20,38 +19,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
 
 #: Long enough that only a wake-up, never a poll, can explain a prompt start.
 AN_HOUR_MS = 3_600_000
-
-
-def listener() -> psycopg.Connection:
-    conn = psycopg.connect(**plain_connection_params(connection), autocommit=True)
-    conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
-    return conn
-
-
-def heard(conn: psycopg.Connection, timeout: float = 0.5) -> int:
-    return sum(1 for _ in conn.notifies(timeout=timeout))
-
-
-def enqueue_then_fail(key: str) -> None:
-    with transaction.atomic():
-        assert enqueue(JobSpec.now("test.record", key))
-        raise RuntimeError("the view failed after enqueueing")
-
-
-def test_the_wake_up_is_sent_when_the_enqueuing_transaction_commits_and_never_on_rollback():
-    with listener() as conn:
-        with transaction.atomic():
-            assert enqueue(JobSpec.now("test.record", "kept"))
-            assert heard(conn, 0.3) == 0, "nothing is announced before the commit"
-        assert heard(conn) == 1, "the commit announced the job"
-
-        with pytest.raises(RuntimeError):
-            enqueue_then_fail("dropped")
-        assert heard(conn) == 0, "a rolled-back job wakes nobody"
-        assert not Job.objects.filter(key="dropped").exists()
-
-        assert not enqueue(JobSpec.now("test.record", "kept"))
-        assert heard(conn) == 0, "a refused duplicate wakes nobody"
 
 
 def wait_for_listening(process) -> None:

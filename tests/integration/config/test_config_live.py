@@ -3,14 +3,13 @@
 These drive a real runner on a thread against the real config row; changes are
 made the way another process would make them (a queryset update, which rings
 no doorbell here), unless the test is about a save in the runner's own process.
+Across processes (another process's enqueue, SIGHUP to `runjobs`) it is
+tests/acceptance/test_config_process.py.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import subprocess
-import sys
 import threading
 from datetime import timedelta
 
@@ -22,22 +21,10 @@ from jobs.models import Job, JobsConfig, State
 from jobs.registry import Registry
 from jobs.sweep import KIND as SWEEP_KIND
 from jobs.sweep import SweepHandler
-from tests.conftest import ROOT, database_url
+from tests.factories import add_ready_job, set_row
 from tests.helpers import running, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def set_row(**values: int) -> None:
-    """Change the config row as another process would: no signal reaches this one."""
-    JobsConfig.load()
-    JobsConfig.objects.filter(pk=JobsConfig.SINGLETON_ID).update(**values)
-
-
-def add_ready_job(kind: str, key: str) -> Job:
-    """A ready row written without the enqueue doorbell, as from another process."""
-    now = timezone.now()
-    return Job.objects.create(kind=kind, key=key, max_attempts=5, run_at=now - timedelta(seconds=1))
 
 
 class Gate:
@@ -173,18 +160,6 @@ def test_max_attempts_is_frozen_at_enqueue_so_a_change_reaches_new_work_but_not_
     )
 
 
-def test_a_max_attempts_change_reaches_an_enqueue_in_another_process(configure):
-    configure(max_attempts=5)
-    set_row(max_attempts=7)
-    script = (
-        "import django; django.setup(); from jobs import JobSpec, enqueue; "
-        "assert enqueue(JobSpec.now('test.record', 'elsewhere'))"
-    )
-    env = {"DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url(), "PATH": ""}
-    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=60)
-    assert Job.objects.get(key="elsewhere").max_attempts == 7
-
-
 def test_a_running_attempt_keeps_the_lease_and_backoff_it_was_claimed_under(make_runner, configure):
     configure(poll_interval_ms=50, lease_seconds=300, retry_base_seconds=10, retry_max_seconds=10)
     gate = Gate()
@@ -295,21 +270,6 @@ def test_a_row_edited_into_nonsense_is_logged_and_the_last_good_config_stays(
             "the runner went on draining under the last good config"
         )
     assert caplog.text.count("jobs_config_invalid") == 1, "one problem, logged once"
-
-
-def test_sighup_applies_a_change_at_once(runjobs, configure):
-    """SIGHUP must not wait for the runner's own (here, hour-long) config check."""
-    configure(poll_interval_ms=3_600_000)
-    process = runjobs(env={"JOBS_CONFIG_CHECK_SECONDS": "3600"})
-    assert wait_until(lambda: "runner_started" in process.output(), 20), process.output()
-    assert wait_until(lambda: "job_rescheduled" in process.output(), 5)  # the sweep, then idle
-    job = add_ready_job("test.record", "after-hup")
-    set_row(poll_interval_ms=50)
-    process.process.send_signal(signal.SIGHUP)
-    assert wait_until(lambda: Job.objects.get(pk=job.pk).state == State.DONE, 5), process.output()
-    assert "runner_reload" in process.output()
-    process.process.send_signal(signal.SIGTERM)
-    assert process.wait(30) == 0, process.output()
 
 
 def test_print_config_shows_each_value_and_where_it_came_from(monkeypatch, settings):

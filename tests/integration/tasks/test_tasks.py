@@ -178,11 +178,3 @@ def test_a_row_naming_a_function_that_is_not_a_registered_task_is_never_run(drai
     job = Job.objects.get(key="forged")
     assert job.state == State.FAILED
     assert "not a registered task" in job.last_error
-
-
-def test_results_are_visible_from_another_process(runjobs):
-    """supports_get_result promises any process; the row is the result store."""
-    result = tasks.add.enqueue(20, 22)
-    process = runjobs("--burst")
-    assert process.wait() == 0, process.output()
-    assert tasks.add.get_result(result.id).return_value == 42
