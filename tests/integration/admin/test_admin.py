@@ -1,8 +1,7 @@
-"""The jobs admin: a list that says what is wrong at a glance, a read-only detail,
-actions that go through `jobs.operations`, and a dashboard.
-
-Everything is driven through the Django test client, as an operator's browser
-would: pages are read as HTML, actions are POSTed to the changelist.
+"""The jobs admin: a list that says what is wrong at a glance (its badges, filters,
+search and count) and a read-only detail. The actions are test_admin_actions.py;
+runners and the dashboard, test_dashboard.py; who is turned away,
+test_admin_refusals.py.
 """
 
 from __future__ import annotations
@@ -10,84 +9,27 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
 import jobs.admin
-from jobs.models import Job, RunnerProcess, State
-from jobs.store import for_database
-from tests.factories import make_job
-from tests.jobapp.models import Abandonment
+from jobs.models import Job, State
+from tests.factories import RECORDED, make_job
+from tests.integration.admin.support import changelist, detail, make_runner, reload, rows
 
 pytestmark = pytest.mark.django_db
 
-#: A handler from tests/jobapp/jobs.py whose abandon records an Abandonment row.
-RECORDED = "test.record"
 SCRIPT = "<script>alert(1)</script>"
-
-
-def make_runner(
-    hostname: str,
-    kinds: list[str],
-    silent_for: timedelta = timedelta(0),
-    *,
-    pid: int | None = None,
-    lane: int = 0,
-    lanes: int = 1,
-):
-    now = timezone.now()
-    return RunnerProcess.objects.create(
-        hostname=hostname,
-        pid=1000 + RunnerProcess.objects.count() if pid is None else pid,
-        lane=lane,
-        lanes=lanes,
-        version="test",
-        started_at=now - timedelta(hours=1),
-        heartbeat_at=now - silent_for,
-        max_concurrent=4,
-        kinds=kinds,
-    )
-
-
-@pytest.fixture
-def admin_client(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "pw"))
-    return client
-
-
-@pytest.fixture
-def viewer_client(client: Client) -> Client:
-    """A staff user who may look at jobs and runners but not act on them."""
-    user = User.objects.create_user("viewer", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_job", "view_runnerprocess"])
-    )
-    client.force_login(user)
-    return client
-
-
-def changelist(client: Client, **params: str) -> str:
-    response = client.get(reverse("admin:jobs_job_changelist"), params)
-    assert response.status_code == 200, response.content.decode()[:2000]
-    return response.content.decode()
 
 
 def listed_keys(page: str) -> set[str]:
     """The keys the job list shows, read from the links to each job's page."""
     return set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', page))
-
-
-def rows(page: str) -> list[str]:
-    """Each table row of a page, as HTML."""
-    return [chunk.split("</tr>")[0] for chunk in page.split("<tr")[1:]]
 
 
 def row_of(page: str, key: str) -> str:
@@ -96,23 +38,6 @@ def row_of(page: str, key: str) -> str:
         if '<th class="field-key"><a' in row and f">{escape(key)}</a>" in row:
             return row
     raise AssertionError(f"no row for {key!r} in the list")
-
-
-def act(client: Client, action: str, *rows: Job) -> Any:
-    """POST an action for `rows` to the changelist, as the action bar does, and follow."""
-    return client.post(
-        reverse("admin:jobs_job_changelist"),
-        {"action": action, "_selected_action": [str(row.id) for row in rows], "index": 0},
-        follow=True,
-    )
-
-
-def messages_of(response: Any) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
-
-
-def reload(job: Job) -> Job:
-    return Job.objects.get(id=job.id)
 
 
 # -- the list -----------------------------------------------------------------
@@ -268,12 +193,6 @@ def test_search_finds_a_job_by_its_id(admin_client):
 # -- the detail ---------------------------------------------------------------
 
 
-def detail(client: Client, job: Job) -> str:
-    response = client.get(reverse("admin:jobs_job_change", args=[job.id]))
-    assert response.status_code == 200
-    return response.content.decode()
-
-
 def test_the_detail_shows_the_payload_as_pretty_json(admin_client):
     payload = {"order": {"id": 7, "lines": [1, 2]}, "a": "b"}
     page = detail(admin_client, make_job("k", payload=payload))
@@ -330,228 +249,6 @@ def test_nobody_deletes_jobs_from_the_admin_not_even_a_superuser(admin_client):
     assert response.status_code == 403, "deleting would skip abandon; cancel and the sweep do it"
     assert 'value="delete_selected"' not in changelist(admin_client), "no bulk delete either"
     assert Job.objects.filter(id=job.id).exists()
-
-
-# -- actions ------------------------------------------------------------------
-
-
-def test_run_now_makes_queued_jobs_due_and_reports_what_it_skipped(admin_client):
-    later = make_job("later", run_at=timezone.now() + timedelta(hours=1))
-    done = make_job("done", state=State.DONE)
-    before = timezone.now()
-    response = act(admin_client, "run_now", later, done)
-    assert before <= reload(later).run_at <= timezone.now(), "the queued job is due now"
-    assert reload(done).state == State.DONE, "the settled job is untouched"
-    assert messages_of(response) == [
-        "Run now: 1 job made due now.",
-        "Run now: skipped 1 job, nothing written for it: done, not queued (1).",
-    ]
-
-
-def test_retry_queues_a_failed_job_again_with_a_fresh_budget(admin_client):
-    failed = make_job("k", state=State.FAILED, attempts=5, last_error="boom")
-    response = act(admin_client, "retry", failed)
-    row = reload(failed)
-    assert (row.state, row.attempts, row.finished_at) == (State.QUEUED, 0, None)
-    assert messages_of(response) == ["Retry: 1 job queued again with a fresh attempt budget."]
-
-
-def test_retry_is_refused_while_a_live_job_holds_the_identity(admin_client):
-    failed = make_job("k", state=State.FAILED, attempts=5, last_error="boom")
-    make_job("k")  # a newer job for the same kind and key, still queued
-    before = reload(failed)
-    response = act(admin_client, "retry", failed)
-    after = reload(failed)
-    assert (after.state, after.attempts, after.updated_at) == (
-        State.FAILED,
-        5,
-        before.updated_at,
-    ), "nothing is written for the refused row"
-    assert messages_of(response) == [
-        f"Retry: skipped 1 job, nothing written for it: a live job already holds {RECORDED}:k (1)."
-    ]
-
-
-def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin_client):
-    queued = make_job("k")
-    response = act(admin_client, "cancel", queued)
-    row = reload(queued)
-    assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
-    assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
-        "abandon is called once, with a reason naming who cancelled"
-    )
-    assert messages_of(response) == ["Cancel: 1 job cancelled."]
-
-    again = act(admin_client, "cancel", queued)
-    assert Abandonment.objects.count() == 1, "cancelling again does not abandon again"
-    assert messages_of(again) == [
-        "Cancel: skipped 1 job, nothing written for it: cancelled, not queued or running (1)."
-    ]
-
-
-def test_cancel_of_a_running_job_makes_its_late_settle_lose(admin_client):
-    make_job("k", run_at=timezone.now() - timedelta(seconds=1))
-    store = for_database()
-    [claim] = store.claim(timezone.now(), {RECORDED: timedelta(minutes=5)}, 1)
-    act(admin_client, "cancel", claim.job)
-    assert store.complete(claim.job, timezone.now()) is False, (
-        "the attempt that was running no longer owns the row"
-    )
-    assert reload(claim.job).state == State.CANCELLED, "the cancellation stands"
-
-
-def test_an_action_reports_a_job_that_no_longer_exists(admin_client):
-    gone = make_job("k", run_at=timezone.now() + timedelta(hours=1))
-    Job.objects.filter(id=gone.id).delete()
-    response = act(admin_client, "run_now", gone)
-    assert messages_of(response) == [
-        "Run now: skipped 1 job, nothing written for it: no such job (1)."
-    ], "a row deleted since the page was drawn (by the sweep, say) is reported, not ignored"
-
-
-def test_actions_work_from_a_jobs_own_page_and_return_there(admin_client):
-    queued = make_job("k")
-    url = reverse("admin:jobs_job_change", args=[queued.id])
-    assert 'value="cancel"' in detail(admin_client, queued), "the page offers the actions"
-    response = admin_client.post(
-        url, {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)], "index": 0}
-    )
-    assert response.status_code == 302
-    assert response["Location"] == url, "the operator is taken back to the job's page"
-    assert reload(queued).state == State.CANCELLED
-
-
-def test_a_viewer_can_look_but_cannot_run_an_action_or_edit(viewer_client):
-    queued = make_job("k", run_at=timezone.now() + timedelta(hours=1))
-    failed = make_job("f", state=State.FAILED, attempts=5)
-    page = changelist(viewer_client)
-    assert 'name="action"' not in page, "the viewer is offered no actions"
-    for action, row in (("run_now", queued), ("retry", failed), ("cancel", queued)):
-        act(viewer_client, action, row)
-    assert reload(queued).state == State.QUEUED, "cancel did not touch the queued job"
-    assert reload(queued).run_at > timezone.now(), "nor did run now"
-    assert reload(failed).state == State.FAILED, "retry did not touch the failed job"
-    assert Abandonment.objects.count() == 0
-    url = reverse("admin:jobs_job_change", args=[queued.id])
-    assert viewer_client.get(url).status_code == 200, "the viewer may read a job"
-    cancel_here = {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)]}
-    assert viewer_client.post(url, cancel_here).status_code == 403, "nor act from its page"
-    assert reload(queued).state == State.QUEUED
-
-
-# -- runners ------------------------------------------------------------------
-
-
-def test_the_runner_list_says_which_runners_are_live_and_which_are_gone(admin_client):
-    make_runner("alive-host", ["a"])
-    make_runner("dead-host", ["b"], silent_for=timedelta(minutes=3))
-    response = admin_client.get(reverse("admin:jobs_runnerprocess_changelist"))
-    page = response.content.decode()
-    alive = next(row for row in rows(page) if "alive-host" in row)
-    dead = next(row for row in rows(page) if "dead-host" in row)
-    assert 'jobs-badge-live">live<' in alive, "a runner that reports itself is live"
-    assert 'jobs-badge-gone">gone<' in dead, "a runner silent for minutes is gone"
-    assert ">3 min ago<" in dead, "the last heartbeat is shown relative to now"
-
-
-def test_runners_cannot_be_added_or_edited_but_a_gone_one_can_be_deleted(admin_client):
-    runner = make_runner("dead-host", ["b"], silent_for=timedelta(minutes=3))
-    assert admin_client.get(reverse("admin:jobs_runnerprocess_add")).status_code == 403
-    change = reverse("admin:jobs_runnerprocess_change", args=[runner.id])
-    assert admin_client.post(change, {"hostname": "x"}).status_code == 403
-    delete = reverse("admin:jobs_runnerprocess_delete", args=[runner.id])
-    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
-    assert not RunnerProcess.objects.exists(), "clearing a gone runner is allowed"
-
-
-# -- the dashboard ------------------------------------------------------------
-
-
-def dashboard(client: Client) -> str:
-    response = client.get(reverse("admin:jobs_dashboard"))
-    assert response.status_code == 200
-    return response.content.decode()
-
-
-def test_the_dashboard_shows_the_queues_numbers_to_a_viewer(viewer_client):
-    now = timezone.now()
-    for n in range(3):
-        make_job(f"done-{n}", state=State.DONE, finished_at=now - timedelta(minutes=1))
-    for n in range(2):
-        make_job(f"failed-{n}", state=State.FAILED, finished_at=now - timedelta(minutes=2))
-    for n in range(4):
-        make_job(f"older-{n}", state=State.DONE, finished_at=now - timedelta(minutes=30))
-    make_job("waiting", run_at=now - timedelta(minutes=7, seconds=10), kind="slow.kind")
-    page = dashboard(viewer_client)
-    done = re.search(r'jobs-recent-done">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S)
-    failed = re.search(
-        r'jobs-recent-failed">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S
-    )
-    assert done is not None, "the dashboard has a row for done jobs"
-    assert done.groups() == ("3", "7"), "done: 3 in the last 5 minutes, 7 in the hour"
-    assert failed is not None, "the dashboard has a row for failed jobs"
-    assert failed.groups() == ("2", "2"), "failed: 2 in the last 5 minutes and in the hour"
-    assert "waited 7 min past its run_at" in page, "the queue lag is the oldest ready job's wait"
-    assert ">slow.kind</a>" in page, "live jobs are listed by kind"
-
-
-def test_the_dashboard_draws_the_last_hours_throughput_as_an_accessible_svg(admin_client):
-    make_job("d", state=State.DONE, finished_at=timezone.now() - timedelta(minutes=1))
-    page = dashboard(admin_client)
-    assert '<svg class="jobs-chart"' in page, "the chart is inline SVG"
-    assert '<title id="jobs-chart-title">' in page, "the chart has a title for screen readers"
-    assert 'class="jobs-bar-done"' in page, "the done job is drawn as a bar"
-    content = page.split('<div id="content-main">')[1]
-    assert "<script" not in content, "the dashboard itself needs no JavaScript"
-
-
-def test_the_dashboard_lists_runners_with_the_gone_ones_marked(admin_client):
-    make_runner("alive-host", ["a"])
-    make_runner("dead-host", ["b"], silent_for=timedelta(minutes=5))
-    page = dashboard(admin_client)
-    dead = next(row for row in rows(page) if "dead-host" in row)
-    alive = next(row for row in rows(page) if "alive-host" in row)
-    assert 'jobs-badge-gone">gone<' in dead, "a silent runner is marked gone"
-    assert 'jobs-badge-live">live<' in alive, "a reporting runner is marked live"
-
-
-def test_the_lanes_of_one_process_are_listed_by_lane_and_counted_as_one_live_runner(
-    admin_client,
-):
-    for lane in range(2):
-        make_runner("laned-host", ["a"], pid=4242, lane=lane, lanes=2)
-    make_runner("plain-host", ["a"])
-    page = dashboard(admin_client)
-    laned = [row for row in rows(page) if "laned-host" in row]
-    assert ["lane 0 of 2" in laned[0], "lane 1 of 2" in laned[1]] == [True, True], laned
-    assert "Runners (2 live)" in page, "one process with two lanes is one runner"
-    listed = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
-    assert "lane 1 of 2" in listed, "the runner list names each lane"
-    plain = next(row for row in rows(listed) if "plain-host" in row)
-    assert "lane" not in plain.replace('class="field-lane_shown"', ""), "one lane shows none"
-
-
-def test_the_dashboard_flags_kinds_no_live_runner_can_run(admin_client):
-    make_runner("alive-host", ["handled"])
-    make_job("a", kind="handled")
-    make_job("b", kind="orphaned")
-    page = dashboard(admin_client)
-    orphaned = next(row for row in rows(page) if ">orphaned</a>" in row)
-    handled = next(row for row in rows(page) if ">handled</a>" in row)
-    assert "no live runner" in orphaned, "a kind nobody can run is flagged"
-    assert "no live runner" not in handled
-
-
-def test_the_dashboard_needs_permission_to_view_jobs(client):
-    client.force_login(User.objects.create_user("staff", password="pw", is_staff=True))
-    assert client.get(reverse("admin:jobs_dashboard")).status_code == 403
-
-
-def test_the_app_index_and_the_job_list_link_to_the_dashboard(viewer_client):
-    url = reverse("admin:jobs_dashboard")
-    index = viewer_client.get(reverse("admin:app_list", args=["jobs"])).content.decode()
-    assert f'href="{url}"' in index, "the jobs app's index links to the dashboard"
-    assert f'href="{url}"' in changelist(viewer_client), "so does the job list"
 
 
 # -- counting a large table ---------------------------------------------------

@@ -1,15 +1,13 @@
 """`enqueue` and `enqueue_or_log` against a real database: the live identity, what a
-row carries, the caller's transaction, refusals that write nothing, and the
-in-process wake-up."""
+row carries, and the caller's transaction. Refusals that write nothing are
+test_enqueue_refusals.py; the in-process wake-up, test_wakeup.py."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from datetime import timezone as tz
 from typing import Any
@@ -18,28 +16,12 @@ import pytest
 from django.db import OperationalError, connection, connections, transaction
 from freezegun import freeze_time
 
-from jobs import Done, InvalidJobSpec, JobHandler, JobSpec, enqueue, enqueue_or_log
-from jobs.config import JobsSettings
+from jobs import InvalidJobSpec, JobSpec, enqueue, enqueue_or_log
 from jobs.models import Job, State
-from jobs.queue import wakeup
-from jobs.runner import Runner
-from jobs.spec import PAYLOAD_MAX_BYTES
 from jobs.store import for_database
 from jobs.store.base import Store
+from tests.integration.enqueue.support import T0, Rollback, enqueue_then_roll_back
 from tests.jobapp.models import Execution
-
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-class Rollback(Exception):
-    """Raised inside atomic() to roll the block back."""
-
-
-def enqueue_then_roll_back(spec: JobSpec) -> None:
-    """Enqueue `spec` inside atomic(), then roll the block back."""
-    with transaction.atomic():
-        assert enqueue(spec), "the job was queued inside the block"
-        raise Rollback
 
 
 def in_another_thread[R](query: Callable[[], R]) -> R:
@@ -71,14 +53,6 @@ def callers_own_write(key: str) -> None:
 
 def rows_for(kind: str, key: str) -> int:
     return Job.objects.filter(kind=kind, key=key).count()
-
-
-@pytest.fixture
-def doorbell() -> Iterator[threading.Event]:
-    """A runner's view of the wake-up: an event that `enqueue` rings on commit."""
-    event = wakeup.subscribe()
-    yield event
-    wakeup.unsubscribe(event)
 
 
 # -- the live identity --------------------------------------------------------------
@@ -339,186 +313,3 @@ def test_enqueue_or_log_still_raises_for_a_spec_that_can_never_be_queued(caplog)
     with pytest.raises(InvalidJobSpec):
         enqueue_or_log(JobSpec.now("orders.ship", ""))
     assert Job.objects.count() == 0, "nothing was written"
-
-
-# -- refusals write nothing ---------------------------------------------------------
-
-
-def spec(**fields: Any) -> JobSpec:
-    """A valid spec with `fields` replaced; the constructor itself checks nothing."""
-    return dataclasses.replace(JobSpec("orders.ship", "k", run_at=T0), **fields)
-
-
-BAD_SPECS = [
-    pytest.param(spec(kind=""), id="empty-kind"),
-    pytest.param(spec(key=""), id="empty-key"),
-    pytest.param(spec(kind=5), id="kind-not-a-string"),
-    pytest.param(spec(key=5), id="key-not-a-string"),
-    pytest.param(spec(kind="k" * 101), id="kind-too-long"),
-    pytest.param(spec(key="k" * 256), id="key-too-long"),
-    pytest.param(spec(payload={"s": {1}}), id="payload-with-a-set"),
-    pytest.param(spec(payload={"at": T0}), id="payload-with-a-datetime"),
-    pytest.param(spec(payload=[1]), id="payload-a-list"),
-    pytest.param(spec(payload={"x": float("nan")}), id="payload-with-nan"),
-    pytest.param(spec(payload={"p": "x" * (1024 * 1024)}), id="payload-too-large"),
-    pytest.param(spec(run_at=datetime(2026, 3, 1)), id="naive-run-at"),
-    pytest.param(spec(deadline=datetime(2026, 3, 2)), id="naive-deadline"),
-    pytest.param(spec(deadline=T0 - timedelta(seconds=1)), id="deadline-before-run-at"),
-    pytest.param(spec(max_attempts=0), id="max-attempts-zero"),
-    pytest.param(spec(max_attempts=-1), id="max-attempts-negative"),
-    pytest.param(spec(max_attempts=True), id="max-attempts-bool"),
-    pytest.param(spec(max_attempts=2.5), id="max-attempts-float"),
-    # What one database stores and another refuses is refused before any SQL runs.
-    pytest.param(spec(key="k\x00"), id="nul-in-key"),
-    pytest.param(spec(kind="orders\x00ship"), id="nul-in-kind"),
-    pytest.param(spec(payload={"s": "\x00"}), id="nul-in-payload"),
-    # JSON keys are strings: {1: "a"} would be queued as {"1": "a"}.
-    pytest.param(spec(payload={1: "a"}), id="payload-with-an-int-key"),
-    # PostgreSQL refuses a lone surrogate and a budget past its 32-bit column;
-    # a database error there would break the caller's transaction.
-    pytest.param(spec(key="k\ud800"), id="lone-surrogate-in-key"),
-    pytest.param(spec(payload={"s": "\udfff"}), id="lone-surrogate-in-payload"),
-    pytest.param(spec(max_attempts=2**31), id="max-attempts-past-the-column"),
-    # Year 1 at +05:00 is before year 1 in UTC: no datetime can hold it.
-    pytest.param(
-        spec(run_at=datetime(1, 1, 1, 1, 0, tzinfo=tz(timedelta(hours=5)))),
-        id="run-at-before-year-1-in-utc",
-    ),
-]
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("bad", BAD_SPECS)
-def test_every_kind_of_bad_input_raises_invalid_job_spec_and_writes_no_row(bad):
-    assert enqueue(JobSpec.now("orders.ship", "existing")), "a good row is there beforehand"
-    with pytest.raises(InvalidJobSpec):
-        enqueue(bad)
-    assert Job.objects.count() == 1, "a refused spec leaves no row behind"
-
-
-@pytest.mark.django_db
-def test_a_payload_of_exactly_the_limit_is_queued_whole_and_one_byte_more_writes_nothing():
-    overhead = len(json.dumps({"p": ""}))
-    at_limit = {"p": "x" * (PAYLOAD_MAX_BYTES - overhead)}
-    assert len(json.dumps(at_limit).encode()) == PAYLOAD_MAX_BYTES, "the payload is at the limit"
-    assert enqueue(JobSpec.now("orders.ship", "at-limit").with_payload(at_limit)), (
-        "a payload of exactly PAYLOAD_MAX_BYTES is queued"
-    )
-    assert Job.objects.get(key="at-limit").payload == at_limit, "and stored whole"
-    over = {"p": at_limit["p"] + "x"}
-    with pytest.raises(InvalidJobSpec, match=f"the limit is {PAYLOAD_MAX_BYTES}"):
-        enqueue(JobSpec.now("orders.ship", "over").with_payload(over))
-    assert not Job.objects.filter(key="over").exists(), "one byte more is refused, writing nothing"
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize(
-    "moment",
-    [
-        pytest.param(datetime.min.replace(tzinfo=UTC), id="year-1"),
-        pytest.param(datetime.max.replace(tzinfo=UTC), id="end-of-year-9999"),
-    ],
-)
-def test_the_earliest_and_latest_instants_a_datetime_holds_round_trip(moment):
-    assert enqueue(JobSpec("orders.ship", "k", run_at=moment, deadline=moment)), "it is queued"
-    job = Job.objects.get(key="k")
-    assert (job.run_at, job.deadline) == (moment, moment), "run_at and deadline come back exact"
-
-
-# -- the in-process wake-up ---------------------------------------------------------
-
-
-@pytest.mark.django_db(transaction=True)
-def test_enqueue_rings_the_doorbell_when_the_callers_transaction_commits(doorbell):
-    with transaction.atomic():
-        assert enqueue(JobSpec.now("orders.ship", "ord-1"))
-        assert not doorbell.is_set(), "no runner is woken for a row it cannot see yet"
-    assert doorbell.is_set(), "the commit wakes the runners in this process"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_enqueue_outside_a_transaction_rings_the_doorbell_at_once(doorbell):
-    assert enqueue(JobSpec.now("orders.ship", "ord-1"))
-    assert doorbell.is_set(), "in autocommit the row is committed, so the runners are woken"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_enqueue_or_log_rings_the_doorbell_on_commit_too(doorbell):
-    assert enqueue_or_log(JobSpec.now("orders.ship", "ord-1"))
-    assert doorbell.is_set(), "enqueue_or_log wakes the runners like enqueue"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_rolled_back_enqueue_never_rings_the_doorbell(doorbell):
-    with pytest.raises(Rollback):
-        enqueue_then_roll_back(JobSpec.now("orders.ship", "ord-1"))
-    assert not doorbell.is_set(), "a job that was rolled back wakes nobody"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_refused_duplicate_never_rings_the_doorbell(doorbell):
-    assert enqueue(JobSpec.now("orders.ship", "ord-1"))
-    doorbell.clear()
-    assert not enqueue(JobSpec.now("orders.ship", "ord-1")), "the duplicate is refused"
-    assert not doorbell.is_set(), "nothing new was queued, so nobody is woken"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_every_subscribed_runner_is_woken():
-    """One event per runner: a runner clearing its own doorbell never swallows another's."""
-    first, second = wakeup.subscribe(), wakeup.subscribe()
-    try:
-        assert enqueue(JobSpec.now("orders.ship", "ord-1"))
-        assert first.is_set(), "the first runner is woken"
-        assert second.is_set(), "and the second"
-    finally:
-        wakeup.unsubscribe(first)
-        wakeup.unsubscribe(second)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_runner_in_this_process_starts_a_fresh_job_long_before_its_poll_interval(
-    registry, make_runner, monkeypatch
-):
-    """The doorbell is what makes an in-process runner start work at once, not a minute later."""
-    started = threading.Event()
-
-    @registry.register
-    class Recording(JobHandler):
-        kind = "test.wakeup"
-
-        def run(self, job):
-            started.set()
-            return Done()
-
-    runner: Runner = make_runner(
-        registry=registry, settings=lambda: JobsSettings(poll_interval_ms=60_000)
-    )
-    first_pass_done = threading.Event()
-    run_pass = runner.run_pass
-
-    def observed_pass() -> tuple[int, int]:
-        result = run_pass()
-        first_pass_done.set()
-        return result
-
-    monkeypatch.setattr(runner, "run_pass", observed_pass)
-
-    def serve() -> None:
-        try:
-            runner.run()
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=serve, name="test-runner", daemon=True)
-    thread.start()
-    try:
-        assert first_pass_done.wait(10), "the runner made its first (empty) pass"
-        assert enqueue(JobSpec.now("test.wakeup", "k"))
-        assert started.wait(5), "the job started within seconds, not after the 60 s poll"
-    finally:
-        runner.stop()
-        thread.join(10)
-    assert not thread.is_alive(), "the runner's loop stopped when asked"
-    assert runner.finish(10), "the attempt finished"
-    assert Job.objects.get(kind="test.wakeup").state == State.DONE, "and the job settled done"
