@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import Job, RunnerProcess
+from jobs.models import RunnerProcess
 
 
 def make_runner(
@@ -47,13 +47,3 @@ def changelist(client: Client, **params: str) -> str:
 def rows(page: str) -> list[str]:
     """Each table row of a page, as HTML."""
     return [chunk.split("</tr>")[0] for chunk in page.split("<tr")[1:]]
-
-
-def detail(client: Client, job: Job) -> str:
-    response = client.get(reverse("admin:jobs_job_change", args=[job.id]))
-    assert response.status_code == 200
-    return response.content.decode()
-
-
-def reload(job: Job) -> Job:
-    return Job.objects.get(id=job.id)

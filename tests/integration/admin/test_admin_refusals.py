@@ -1,9 +1,9 @@
 """Who the admin turns away: every page and every operator action needs a staff
 account holding the model permission, and nobody else touches a row.
 
-test_admin_actions.py and test_dashboard.py cover a staff viewer (view
-permission, no change permission); here are the rest: nobody logged in, a user
-who holds every jobs permission but is not staff, and a staff user who holds none.
+test_admin.py and test_dashboard.py cover a staff viewer (view permission, no
+change permission); here are the rest: nobody logged in, a user who holds every
+jobs permission but is not staff, and a staff user who holds none.
 """
 
 from __future__ import annotations
