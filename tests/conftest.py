@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh handler registry, in-process runners that clean up after
-themselves, and real `runjobs` processes pointed at the test database."""
+themselves, real `runjobs` processes pointed at the test database, and the orders
+example's stub upstream."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.db import connection
 from jobs.models import JobsConfig
 from jobs.registry import Registry
 from jobs.runner import Runner
+from tests.upstream_stub import UpstreamStub
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,3 +156,10 @@ def runjobs(tmp_path: Path) -> Iterator[Callable[..., RunJobs]]:
     yield start
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def upstream() -> Iterator[UpstreamStub]:
+    """The orders example's upstream: a real HTTP server on localhost, told how to fail."""
+    with UpstreamStub() as stub:
+        yield stub

@@ -1,4 +1,5 @@
-"""Small helpers for tests that watch real threads and processes."""
+"""Small helpers shared by every layer: waiting on real threads and processes, a runner
+on a background thread, and the orders example's API as a client calls it."""
 
 from __future__ import annotations
 
@@ -6,23 +7,36 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connections
 
 from jobs.runner import Runner
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0, step: float = 0.02) -> bool:
-    """Poll `predicate` until it is truthy or `timeout` passes; whether it became true.
+def wait_until(
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    message: str | None = None,
+    *,
+    step: float = 0.02,
+) -> bool:
+    """Poll `predicate` every `step` seconds until it is truthy or `timeout` passes.
+
+    Without a `message`, answers whether it became true, for the caller to
+    assert with its own words. With one, it fails itself instead:
+    `AssertionError("<message> (waited <timeout>s)")`.
 
     For waiting on another thread or process, never for letting time pass.
     """
     give_up = time.monotonic() + timeout
-    while time.monotonic() < give_up:
-        if predicate():
-            return True
+    while not predicate():
+        if time.monotonic() >= give_up:
+            if message is not None:
+                raise AssertionError(f"{message} (waited {timeout:g}s)")
+            return False
         time.sleep(step)
-    return bool(predicate())
+    return True
 
 
 @contextmanager
@@ -43,3 +57,18 @@ def running(runner: Runner) -> Iterator[Runner]:
         runner.stop()
         thread.join(10)
         runner.finish(10)
+
+
+# -- the orders example's API, as a client calls it -------------------------------
+
+
+def create_order(client) -> int:
+    answer = client.post("/orders/", data={}, content_type="application/json")
+    assert answer.status_code == 201, answer.content
+    return int(answer.json()["id"])
+
+
+def finalize(client, order_id: int) -> dict[str, Any]:
+    answer = client.post(f"/orders/{order_id}/finalize")
+    assert answer.status_code == 200, answer.content
+    return dict(answer.json())

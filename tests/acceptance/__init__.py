@@ -1,4 +1,9 @@
-"""Acceptance tests: real `runjobs` processes, real signals, real databases.
+"""Acceptance tests: real processes, real signals, real databases.
+
+A test belongs here when it starts a real `runjobs` or `manage.py` process (or
+another that sets Django up on the test database) or sends one a signal; what
+runs in this process alone is tests/integration. `runjobs` processes come from
+the `runjobs` fixture in tests/conftest.py.
 
 These are about processes and time, so they wait for real; every wait is a
 poll of the database (or of a process's log) with a deadline, never a bare
@@ -8,24 +13,10 @@ fails them within seconds rather than hanging the run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from jobs.models import Job
 from tests.conftest import RunJobs
+from tests.helpers import wait_until
 from tests.jobapp.models import Execution
-
-#: How often a wait looks again; short, since the things waited for are quick.
-POLL_SECONDS = 0.02
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, message: str) -> None:
-    """Poll `predicate` until it is truthy; fail with `message` after `timeout` seconds."""
-    give_up = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= give_up:
-            raise AssertionError(f"{message} (waited {timeout:g}s)")
-        time.sleep(POLL_SECONDS)
 
 
 def wait_for_log(process: RunJobs, text: str, timeout: float = 10.0) -> None:

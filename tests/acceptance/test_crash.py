@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job
-from tests.acceptance import wait_for_attempt, wait_until
+from tests.acceptance import wait_for_attempt
+from tests.helpers import wait_until
 from tests.jobapp.models import Abandonment, Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,9 +15,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tests import helpers
 from tests.conftest import ROOT, RunJobs
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -180,13 +182,13 @@ def record_figures(scenario: str, **figures: Any) -> None:
     FIGURES.write_text(json.dumps(everything, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, message: str) -> None:
-    """Poll `predicate` every 0.1 s; fail with `message` after `timeout` seconds."""
-    give_up = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= give_up:
-            raise AssertionError(f"{message} (waited {timeout:g}s)")
-        time.sleep(0.1)
+#: How often a fault scenario's wait looks again: less often than elsewhere, since
+#: what it polls is a database under load, restarting or not up yet.
+POLL_SECONDS = 0.1
+
+#: `tests.helpers.wait_until` at the fault suite's pace; called with a message,
+#: so it fails the scenario saying what never happened.
+wait_until = partial(helpers.wait_until, step=POLL_SECONDS)
 
 
 def stop(process: RunJobs, timeout: float = 20) -> int | None:

@@ -1,0 +1,133 @@
+"""`manage.py jobs` as a real process: only there does a bad argument show whether
+the operator gets a sentence or a traceback, and which exit status a script sees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from jobs import JobSpec, enqueue_many
+from jobs.models import Job
+from tests.conftest import ROOT, database_url
+
+pytestmark = pytest.mark.django_db
+
+
+def manage_jobs(*args: str) -> subprocess.CompletedProcess[str]:
+    """`manage.py jobs ARGS` as a real process on the test database."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": database_url(),
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "jobs", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["bogus"], 2, "invalid choice: 'bogus'"),
+        (["show", "not-a-uuid"], 2, "'not-a-uuid' is not a job id"),
+        (["enqueue", "k", "x", "--payload", "[1]"], 2, "--payload must be a JSON object"),
+        (["enqueue", "k", "x", "--payload", "{nope"], 2, "--payload is not valid JSON"),
+        (["enqueue", "k", "x", "--delay", "-1"], 2, "--delay must be a finite number"),
+        (["list", "--state", "stuck"], 2, "invalid choice: 'stuck'"),
+        (["enqueue", "test.record", ""], 1, "Invalid job: key must be a non-empty string"),
+        (["show", str(uuid.UUID(int=7))], 1, f"No job has the id {uuid.UUID(int=7)}"),
+        (["enqueue", "k", "x", "--delay", "1e300"], 2, "--delay of 1e300 seconds is beyond any"),
+        (["enqueue", "test.record", "x", "--delay", "1e13"], 1, "past the latest date a job"),
+        (["list", "--database", "bogus"], 2, "no database 'bogus' in settings.DATABASES"),
+    ],
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_real_process_given_bad_input_prints_a_sentence_not_a_traceback_and_exits_non_zero(
+    args, status, message
+):
+    result = manage_jobs(*args)
+
+    assert "Traceback" not in result.stderr, f"the operator sees no traceback:\n{result.stderr}"
+    assert message in result.stderr, f"stderr says what is wrong:\n{result.stderr}"
+    assert result.returncode == status, (
+        "bad arguments exit 2 and a refused job or unknown id exits 1, as the help says"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_process_exits_1_when_a_job_was_skipped_and_0_when_all_were_done():
+    queued = manage_jobs("enqueue", "test.record", "k1")
+    assert (queued.returncode, queued.stderr) == (0, ""), queued.stderr
+    job = Job.objects.get(kind="test.record", key="k1")
+
+    duplicate = manage_jobs("enqueue", "test.record", "k1")
+    assert duplicate.returncode == 1, "a refused duplicate exits 1"
+    assert duplicate.stdout.startswith("already queued (a live job holds test.record:k1")
+
+    skipped = manage_jobs("retry", str(job.id))
+    assert skipped.returncode == 1, "retrying a queued job skips it, and the status says so"
+    assert skipped.stdout == "0 touched; skipped 1 (queued, not failed or cancelled)\n"
+
+    cancelled = manage_jobs("cancel", str(job.id))
+    assert (cancelled.returncode, cancelled.stdout) == (0, "1 touched\n")
+    job.refresh_from_db()
+    assert job.state == "cancelled"
+
+
+def test_a_real_process_whose_database_does_not_answer_says_so_in_a_sentence_and_exits_1(
+    tmp_path,
+):
+    """During an outage the operator must read what is wrong, not Django's checks' traceback."""
+    missing = tmp_path / "no-such-directory" / "jobs.sqlite3"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "jobs", "stats"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"sqlite:///{missing}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert "Traceback" not in result.stderr, f"no traceback:\n{result.stderr}"
+    assert "the database did not answer: unable to open database file" in result.stderr
+    assert result.returncode == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listing_piped_into_a_reader_that_stops_early_ends_without_a_traceback():
+    """`jobs list | head` is how operators read a long queue."""
+    enqueue_many([JobSpec.now("test.record", f"k{n}") for n in range(3_000)])
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "jobs", "list", "--limit", "3000"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": database_url(),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    assert process.stdout.readline().startswith("ID"), "the header came first"
+    process.stdout.close()  # the reader goes away, as `head -1` does
+    stderr = process.stderr.read()
+    process.wait(60)
+
+    assert "Traceback" not in stderr, stderr
+    assert "BrokenPipeError" not in stderr, stderr

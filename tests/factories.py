@@ -1,0 +1,69 @@
+"""Rows written straight into the tables, for every layer: `make_job` for tests about
+showing, counting and acting on rows; `set_row` and `add_ready_job` for writes made
+as another process would make them.
+
+An area whose tests want other defaults (another kind, a row that is not due yet,
+nothing implied by its state) binds them next to its tests with
+`functools.partial` or a one-line wrapper, so each call there reads as before.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from jobs.models import Job, JobsConfig, State
+
+#: The test app's recording handler (tests/jobapp/jobs.py): its abandon writes an
+#: `Abandonment` row, so a test can see that abandon ran, and how often.
+RECORDED = "test.record"
+
+SETTLED = (State.DONE, State.FAILED, State.CANCELLED)
+
+
+def make_job(
+    key: str,
+    state: str = State.QUEUED,
+    kind: str = RECORDED,
+    *,
+    finished: bool = True,
+    leased: bool = True,
+    **fields: Any,
+) -> Job:
+    """A row in any state, written directly: no `enqueue`, no runner.
+
+    Every row has `max_attempts=5` and `run_at=now`. What its state implies comes
+    too, unless turned off: with `finished`, a settled row (done, failed,
+    cancelled) has `finished_at=now`; with `leased`, a running row has
+    `attempts=1`, `started_at=now` and a lease that ends in five minutes. A field
+    given in `fields` always wins, `created_at` included (written after the
+    insert, since the model stamps it there).
+    """
+    now = timezone.now()
+    values: dict[str, Any] = {"max_attempts": 5, "run_at": now, **fields}
+    if finished and state in SETTLED:
+        values.setdefault("finished_at", now)
+    if leased and state == State.RUNNING:
+        values.setdefault("attempts", 1)
+        values.setdefault("started_at", now)
+        values.setdefault("lease_expires_at", now + timedelta(minutes=5))
+    created_at = values.pop("created_at", None)
+    job = Job.objects.create(kind=kind, key=key, state=state, **values)
+    if created_at is not None:
+        Job.objects.filter(id=job.id).update(created_at=created_at)
+    return job
+
+
+def set_row(**values: int) -> None:
+    """Change the live config row (`JobsConfig`) as another process would: no signal
+    reaches this one."""
+    JobsConfig.load()
+    JobsConfig.objects.filter(pk=JobsConfig.SINGLETON_ID).update(**values)
+
+
+def add_ready_job(kind: str, key: str) -> Job:
+    """A ready row written without the enqueue doorbell, as from another process."""
+    now = timezone.now()
+    return Job.objects.create(kind=kind, key=key, max_attempts=5, run_at=now - timedelta(seconds=1))

@@ -1,0 +1,49 @@
+"""What the admin's tests share: runner rows, and pages read as HTML.
+
+Everything is driven through the Django test client, as an operator's browser
+would: pages are read as HTML, actions are POSTed to the changelist.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import RunnerProcess
+
+
+def make_runner(
+    hostname: str,
+    kinds: list[str],
+    silent_for: timedelta = timedelta(0),
+    *,
+    pid: int | None = None,
+    lane: int = 0,
+    lanes: int = 1,
+):
+    now = timezone.now()
+    return RunnerProcess.objects.create(
+        hostname=hostname,
+        pid=1000 + RunnerProcess.objects.count() if pid is None else pid,
+        lane=lane,
+        lanes=lanes,
+        version="test",
+        started_at=now - timedelta(hours=1),
+        heartbeat_at=now - silent_for,
+        max_concurrent=4,
+        kinds=kinds,
+    )
+
+
+def changelist(client: Client, **params: str) -> str:
+    response = client.get(reverse("admin:jobs_job_changelist"), params)
+    assert response.status_code == 200, response.content.decode()[:2000]
+    return response.content.decode()
+
+
+def rows(page: str) -> list[str]:
+    """Each table row of a page, as HTML."""
+    return [chunk.split("</tr>")[0] for chunk in page.split("<tr")[1:]]

@@ -1,0 +1,128 @@
+"""The admin's runners and dashboard: which runners are live and which are gone, the
+queue's numbers and throughput, and the kinds no live runner can run."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import RunnerProcess, State
+from tests.factories import make_job
+from tests.integration.admin.support import changelist, make_runner, rows
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_runner_list_says_which_runners_are_live_and_which_are_gone(admin_client):
+    make_runner("alive-host", ["a"])
+    make_runner("dead-host", ["b"], silent_for=timedelta(minutes=3))
+    response = admin_client.get(reverse("admin:jobs_runnerprocess_changelist"))
+    page = response.content.decode()
+    alive = next(row for row in rows(page) if "alive-host" in row)
+    dead = next(row for row in rows(page) if "dead-host" in row)
+    assert 'jobs-badge-live">live<' in alive, "a runner that reports itself is live"
+    assert 'jobs-badge-gone">gone<' in dead, "a runner silent for minutes is gone"
+    assert ">3 min ago<" in dead, "the last heartbeat is shown relative to now"
+
+
+def test_runners_cannot_be_added_or_edited_but_a_gone_one_can_be_deleted(admin_client):
+    runner = make_runner("dead-host", ["b"], silent_for=timedelta(minutes=3))
+    assert admin_client.get(reverse("admin:jobs_runnerprocess_add")).status_code == 403
+    change = reverse("admin:jobs_runnerprocess_change", args=[runner.id])
+    assert admin_client.post(change, {"hostname": "x"}).status_code == 403
+    delete = reverse("admin:jobs_runnerprocess_delete", args=[runner.id])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not RunnerProcess.objects.exists(), "clearing a gone runner is allowed"
+
+
+def dashboard(client: Client) -> str:
+    response = client.get(reverse("admin:jobs_dashboard"))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_dashboard_shows_the_queues_numbers_to_a_viewer(viewer_client):
+    now = timezone.now()
+    for n in range(3):
+        make_job(f"done-{n}", state=State.DONE, finished_at=now - timedelta(minutes=1))
+    for n in range(2):
+        make_job(f"failed-{n}", state=State.FAILED, finished_at=now - timedelta(minutes=2))
+    for n in range(4):
+        make_job(f"older-{n}", state=State.DONE, finished_at=now - timedelta(minutes=30))
+    make_job("waiting", run_at=now - timedelta(minutes=7, seconds=10), kind="slow.kind")
+    page = dashboard(viewer_client)
+    done = re.search(r'jobs-recent-done">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S)
+    failed = re.search(
+        r'jobs-recent-failed">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S
+    )
+    assert done is not None, "the dashboard has a row for done jobs"
+    assert done.groups() == ("3", "7"), "done: 3 in the last 5 minutes, 7 in the hour"
+    assert failed is not None, "the dashboard has a row for failed jobs"
+    assert failed.groups() == ("2", "2"), "failed: 2 in the last 5 minutes and in the hour"
+    assert "waited 7 min past its run_at" in page, "the queue lag is the oldest ready job's wait"
+    assert ">slow.kind</a>" in page, "live jobs are listed by kind"
+
+
+def test_the_dashboard_draws_the_last_hours_throughput_as_an_accessible_svg(admin_client):
+    make_job("d", state=State.DONE, finished_at=timezone.now() - timedelta(minutes=1))
+    page = dashboard(admin_client)
+    assert '<svg class="jobs-chart"' in page, "the chart is inline SVG"
+    assert '<title id="jobs-chart-title">' in page, "the chart has a title for screen readers"
+    assert 'class="jobs-bar-done"' in page, "the done job is drawn as a bar"
+    content = page.split('<div id="content-main">')[1]
+    assert "<script" not in content, "the dashboard itself needs no JavaScript"
+
+
+def test_the_dashboard_lists_runners_with_the_gone_ones_marked(admin_client):
+    make_runner("alive-host", ["a"])
+    make_runner("dead-host", ["b"], silent_for=timedelta(minutes=5))
+    page = dashboard(admin_client)
+    dead = next(row for row in rows(page) if "dead-host" in row)
+    alive = next(row for row in rows(page) if "alive-host" in row)
+    assert 'jobs-badge-gone">gone<' in dead, "a silent runner is marked gone"
+    assert 'jobs-badge-live">live<' in alive, "a reporting runner is marked live"
+
+
+def test_the_lanes_of_one_process_are_listed_by_lane_and_counted_as_one_live_runner(
+    admin_client,
+):
+    for lane in range(2):
+        make_runner("laned-host", ["a"], pid=4242, lane=lane, lanes=2)
+    make_runner("plain-host", ["a"])
+    page = dashboard(admin_client)
+    laned = [row for row in rows(page) if "laned-host" in row]
+    assert ["lane 0 of 2" in laned[0], "lane 1 of 2" in laned[1]] == [True, True], laned
+    assert "Runners (2 live)" in page, "one process with two lanes is one runner"
+    listed = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    assert "lane 1 of 2" in listed, "the runner list names each lane"
+    plain = next(row for row in rows(listed) if "plain-host" in row)
+    assert "lane" not in plain.replace('class="field-lane_shown"', ""), "one lane shows none"
+
+
+def test_the_dashboard_flags_kinds_no_live_runner_can_run(admin_client):
+    make_runner("alive-host", ["handled"])
+    make_job("a", kind="handled")
+    make_job("b", kind="orphaned")
+    page = dashboard(admin_client)
+    orphaned = next(row for row in rows(page) if ">orphaned</a>" in row)
+    handled = next(row for row in rows(page) if ">handled</a>" in row)
+    assert "no live runner" in orphaned, "a kind nobody can run is flagged"
+    assert "no live runner" not in handled
+
+
+def test_the_dashboard_needs_permission_to_view_jobs(client):
+    client.force_login(User.objects.create_user("staff", password="pw", is_staff=True))
+    assert client.get(reverse("admin:jobs_dashboard")).status_code == 403
+
+
+def test_the_app_index_and_the_job_list_link_to_the_dashboard(viewer_client):
+    url = reverse("admin:jobs_dashboard")
+    index = viewer_client.get(reverse("admin:app_list", args=["jobs"])).content.decode()
+    assert f'href="{url}"' in index, "the jobs app's index links to the dashboard"
+    assert f'href="{url}"' in changelist(viewer_client), "so does the job list"

@@ -1,0 +1,1 @@
+"""The benchmark's raw baselines (`acmeproxy.benchmarks`), on the test database."""

@@ -1,0 +1,1 @@
+"""The operator's verbs (`jobs.operations`): run now, retry, cancel."""

@@ -1,0 +1,172 @@
+"""An attempt's time budget: an overrun is settled without the handler, its late result
+discarded, and the lease written on the row outlasts the budget. The async budget
+is the one rule here under a real clock: it must really cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+
+from jobs import Done, Failed, JobHandler, JobSpec, enqueue
+from jobs.models import Job, State
+from tests.integration.runner.support import T0, WAIT, Blocks, Recording, events, install, the_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_overrunning_attempt_is_settled_as_a_timed_out_retry_and_its_late_result_discarded(
+    registry, make_runner, configure, caplog
+):
+    """A thread cannot be cancelled, so the row is settled without it and the slot freed."""
+    configure(max_attempts=5, max_concurrent=4)
+
+    class Overruns(Blocks):
+        kind = "test.overruns"
+
+        def lease(self) -> timedelta:
+            return timedelta(seconds=1)
+
+    handler = install(registry, Overruns)
+    runner = make_runner(registry=registry)
+    try:
+        with freeze_time(T0) as frozen:
+            assert enqueue(JobSpec.now(Overruns.kind, "k"))
+            assert runner.run_pass() == (1, 4)
+            assert handler.started.wait(WAIT), "the attempt started"
+            frozen.tick(timedelta(seconds=2))
+
+            assert runner.run_pass() == (0, 4), "the timed-out attempt no longer holds a slot"
+            assert runner.in_flight() == [], "the overrunning attempt was let go"
+            job = the_job(Overruns.kind)
+            assert handler.running == 1, "the handler is still running"
+            assert job.state == State.QUEUED, "the row was settled while the handler ran"
+            assert "timed out" in job.last_error
+            assert job.attempts == 1
+
+            handler.release.set()
+            runner.close()  # joins the worker, so its late Done has been dealt with
+    finally:
+        handler.release.set()
+
+    job = the_job(Overruns.kind)
+    assert job.state == State.QUEUED, "the late Done was discarded, not written"
+    assert "timed out" in job.last_error
+    assert job.finished_at is None
+    assert events(caplog, "job_result_discarded"), "the discarded result is logged"
+
+
+def test_a_last_attempt_that_overruns_is_retired_and_abandoned_once_despite_its_late_result(
+    registry, make_runner, configure
+):
+    configure(max_attempts=1)
+
+    class OverrunsThenFails(Blocks):
+        kind = "test.overruns_then_fails"
+
+        def lease(self) -> timedelta:
+            return timedelta(seconds=1)
+
+        def run(self, job: Job) -> Any:
+            super().run(job)
+            return Failed("too late to matter")
+
+    handler = install(registry, OverrunsThenFails)
+    runner = make_runner(registry=registry)
+    try:
+        with freeze_time(T0) as frozen:
+            assert enqueue(JobSpec.now(OverrunsThenFails.kind, "k"))
+            runner.run_pass()
+            assert handler.started.wait(WAIT), "the attempt started"
+            frozen.tick(timedelta(seconds=2))
+            runner.run_pass()
+
+            assert the_job(OverrunsThenFails.kind).state == State.FAILED, (
+                "a timeout on the last attempt retires the job"
+            )
+            assert len(handler.abandoned) == 1, "and abandons it at once"
+
+            handler.release.set()
+            runner.close()  # joins the worker, so its late Failed has been dealt with
+    finally:
+        handler.release.set()
+
+    assert len(handler.abandoned) == 1, "the late Failed does not abandon the job a second time"
+    assert "timed out" in the_job(OverrunsThenFails.kind).last_error
+
+
+def test_the_lease_written_on_the_row_outlasts_the_handlers_own_budget(
+    registry, make_runner, configure
+):
+    """The runner's own timeout must fire before another runner may take the row."""
+    configure(lease_seconds=300)
+    budget = timedelta(seconds=60)
+
+    class Budgeted(Recording):
+        kind = "test.budgeted"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.leases: list[datetime | None] = []
+
+        def lease(self) -> timedelta:
+            return budget
+
+        def run(self, job: Job) -> Any:
+            self.leases.append(Job.objects.get(id=job.id).lease_expires_at)
+            return Done()
+
+    handler = install(registry, Budgeted)
+    runner = make_runner(registry=registry)
+    with freeze_time(T0):
+        assert enqueue(JobSpec.now(Budgeted.kind, "k"))
+        runner.drain()
+
+    [lease] = handler.leases
+    assert lease is not None
+    assert lease > T0 + budget, "the lease is longer than the attempt's budget"
+    assert lease < T0 + timedelta(seconds=300), (
+        "the handler's lease() sets the budget, not lease_seconds"
+    )
+
+
+def test_an_async_run_that_overruns_its_budget_is_really_cancelled(
+    registry, make_runner, configure
+):
+    configure(max_attempts=5)
+
+    class SlowAsync(JobHandler):
+        kind = "test.slow_async"
+
+        def __init__(self) -> None:
+            self.ran_past_the_sleep = False
+            self.cancelled = threading.Event()
+
+        def lease(self) -> timedelta:
+            return timedelta(seconds=0.2)
+
+        async def run(self, job: Job) -> Any:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+            self.ran_past_the_sleep = True
+            return Done()
+
+    handler = install(registry, SlowAsync)
+    runner = make_runner(registry=registry)
+    assert enqueue(JobSpec.now(SlowAsync.kind, "k"))
+    runner.drain()
+
+    assert handler.cancelled.wait(WAIT), "the coroutine was cancelled at its budget"
+    runner.close()
+    assert handler.ran_past_the_sleep is False, "no code after the await ran"
+    job = the_job(SlowAsync.kind)
+    assert job.state == State.QUEUED, "the cancelled attempt is retried"
+    assert job.attempts == 1
+    assert "timed out" in job.last_error

@@ -1,0 +1,1 @@
+"""Queue statistics (`jobs.stats`), as the dashboard and `jobs stats` show them."""

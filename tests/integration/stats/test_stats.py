@@ -1,0 +1,186 @@
+"""The queue's numbers, as the dashboard and `manage.py jobs stats` show them.
+
+`collect` takes `now`, so each test places its rows relative to one fixed
+instant; half a minute past the minute keeps every row clear of the
+per-minute bucket edges.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import datetime, timedelta
+from functools import partial
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+import jobs.stats
+from jobs.models import Job, RunnerProcess, State
+from jobs.stats import collect, kinds_without_runner
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def now() -> datetime:
+    return timezone.now().replace(second=30, microsecond=0)
+
+
+make_job = partial(factories.make_job, kind="k", finished=False, leased=False)
+
+
+def settled(key: str, state: str, finished_at: datetime, kind: str = "k", took: float = 1.0) -> Job:
+    return make_job(
+        key,
+        state=state,
+        kind=kind,
+        started_at=finished_at - timedelta(seconds=took),
+        finished_at=finished_at,
+    )
+
+
+def make_runner(hostname: str, kinds: list[str], heartbeat_at: datetime) -> RunnerProcess:
+    return RunnerProcess.objects.create(
+        hostname=hostname,
+        pid=1,
+        version="test",
+        started_at=heartbeat_at - timedelta(hours=1),
+        heartbeat_at=heartbeat_at,
+        max_concurrent=4,
+        running=1,
+        kinds=kinds,
+    )
+
+
+def test_collect_counts_jobs_by_state(now):
+    for n in range(3):
+        make_job(f"q{n}")
+    make_job("r", state=State.RUNNING, kind="other")
+    for n in range(2):
+        settled(f"d{n}", State.DONE, now - timedelta(days=2))
+    settled("f", State.FAILED, now - timedelta(days=2))
+    stats = collect(now=now)
+    assert stats.by_state == {"queued": 3, "running": 1, "done": 2, "failed": 1, "cancelled": 0}
+    assert stats.estimated is False, "a small table is counted exactly"
+    assert stats.live_by_kind == {"k": {"queued": 3}, "other": {"running": 1}}, (
+        "live jobs are counted per kind and state"
+    )
+
+
+def test_the_lag_is_how_long_the_oldest_ready_job_has_waited(now):
+    make_job("oldest", run_at=now - timedelta(seconds=90))
+    make_job("newer", run_at=now - timedelta(seconds=30))
+    make_job("future", run_at=now + timedelta(hours=1))
+    make_job("running", state=State.RUNNING, run_at=now - timedelta(hours=3))
+    assert collect(now=now).lag_seconds == 90, (
+        "the lag is the oldest queued job past its run_at; a running job is not waiting"
+    )
+
+
+def test_the_lag_is_zero_when_no_job_is_waiting(now):
+    make_job("future", run_at=now + timedelta(minutes=5))
+    assert collect(now=now).lag_seconds == 0
+
+
+def test_recent_settles_are_counted_for_the_last_5_minutes_and_the_last_hour(now):
+    for n in range(3):
+        settled(f"d{n}", State.DONE, now - timedelta(minutes=1))
+    settled("f", State.FAILED, now - timedelta(minutes=3))
+    settled("c", State.CANCELLED, now - timedelta(minutes=2))
+    for n in range(2):
+        settled(f"old{n}", State.DONE, now - timedelta(minutes=30))
+    settled("older", State.FAILED, now - timedelta(minutes=50))
+    settled("too-old", State.DONE, now - timedelta(hours=2))
+    stats = collect(now=now)
+    assert stats.last_5_minutes == {"done": 3, "failed": 1, "cancelled": 1}
+    assert stats.last_hour == {"done": 5, "failed": 2, "cancelled": 1}, (
+        "a job settled two hours ago is not in the last hour"
+    )
+
+
+def test_throughput_has_one_bucket_per_minute_of_the_last_hour_oldest_first(now):
+    settled("d1", State.DONE, now - timedelta(minutes=3))
+    settled("d2", State.DONE, now - timedelta(minutes=3, seconds=10))
+    settled("f1", State.FAILED, now - timedelta(minutes=3, seconds=20))
+    settled("d3", State.DONE, now - timedelta(minutes=40))
+    throughput = collect(now=now).throughput
+    minutes = [minute for minute, _, _ in throughput]
+    assert minutes == sorted(minutes), "oldest first"
+    assert minutes[-1] == now.replace(second=0), "the last bucket is the current minute"
+    assert all(b - a == timedelta(minutes=1) for a, b in itertools.pairwise(minutes)), (
+        "one bucket per minute, none missing"
+    )
+    buckets = {minute: (done, failed) for minute, done, failed in throughput}
+    assert buckets[(now - timedelta(minutes=3)).replace(second=0)] == (2, 1)
+    assert buckets[(now - timedelta(minutes=40)).replace(second=0)] == (1, 0)
+    assert sum(done + failed for _, done, failed in throughput) == 4, "every settle is counted once"
+
+
+def test_throughput_does_not_count_a_cancellation_as_a_failure(now):
+    settled("c", State.CANCELLED, now - timedelta(minutes=2))
+    throughput = collect(now=now).throughput
+    assert all((done, failed) == (0, 0) for _, done, failed in throughput), (
+        "a cancel storm must not read as a failure spike"
+    )
+
+
+def test_slowest_kinds_are_ordered_by_mean_attempt_duration(now):
+    settled("a1", State.DONE, now - timedelta(minutes=5), kind="medium", took=8)
+    settled("a2", State.DONE, now - timedelta(minutes=6), kind="medium", took=12)
+    settled("b1", State.DONE, now - timedelta(minutes=5), kind="fast", took=0.5)
+    settled("c1", State.FAILED, now - timedelta(minutes=5), kind="slow", took=30)
+    settled("x", State.DONE, now - timedelta(hours=3), kind="ancient", took=999)
+    slowest = collect(now=now).slowest_kinds
+    assert [row["kind"] for row in slowest] == ["slow", "medium", "fast"], (
+        "slowest first, and only what settled in the last hour"
+    )
+    assert slowest[1] == {"kind": "medium", "mean_seconds": 10.0, "count": 2}
+
+
+def test_runners_are_listed_with_a_gone_flag(now):
+    make_runner("alive", ["a"], now - timedelta(seconds=3))
+    make_runner("dead", ["b"], now - RunnerProcess.STALE_AFTER - timedelta(seconds=1))
+    runners = {runner.hostname: runner for runner in collect(now=now).runners}
+    assert runners["alive"].gone is False
+    assert runners["dead"].gone is True, "a runner silent past STALE_AFTER is gone"
+    assert runners["alive"].kinds == ["a"]
+
+
+def test_kinds_without_runner_are_live_kinds_no_live_runner_handles(now):
+    make_runner("alive", ["handled"], now)
+    make_runner("dead", ["dead.only"], now - timedelta(minutes=5))
+    make_job("1", kind="handled")
+    make_job("2", kind="dead.only")
+    make_job("3", kind="nobody", state=State.RUNNING)
+    make_job("4", kind="settled.only", state=State.FAILED)
+    assert kinds_without_runner(now=now) == ["dead.only", "nobody"], (
+        "a gone runner's kinds count as unhandled; kinds with no live jobs are not listed"
+    )
+
+
+def test_stats_serialise_as_json(now):
+    make_runner("alive", ["a"], now)
+    settled("d", State.DONE, now - timedelta(minutes=1))
+    data = json.loads(json.dumps(collect(now=now).as_json()))
+    assert data["by_state"]["done"] == 1
+    assert data["runners"][0]["hostname"] == "alive"
+    assert len(data["throughput"]) == 61
+
+
+@pytest.mark.postgresql
+def test_settled_counts_on_a_large_postgresql_table_come_from_its_statistics(now, monkeypatch):
+    monkeypatch.setattr(jobs.stats, "ESTIMATE_ABOVE", 20)
+    for n in range(40):
+        settled(f"d{n}", State.DONE, now - timedelta(days=3))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+    for n in range(5):
+        settled(f"late{n}", State.DONE, now - timedelta(days=3))  # not in the statistics yet
+    make_job("q")
+    stats = collect(now=now)
+    assert stats.estimated is True
+    assert stats.by_state["done"] == 40, "settled counts are the statistics' estimate"
+    assert stats.by_state["queued"] == 1, "live counts stay exact"

@@ -1,0 +1,82 @@
+"""`settle_and_claim`, the runner's pass: the finished attempts settled and fresh rows
+claimed in one go, never a row a newer claim holds nor one the pass is settling."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobs.models import State
+from tests.integration.store.support import KIND, LEASE, T0, queue, row
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_batch_settle_keeps_each_result_exactly_whatever_characters_it_holds(store):
+    """The batch settles pass results through text the store writes itself."""
+    for n in range(3):
+        queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
+    claims = store.claim(T0, {KIND: LEASE}, 3)
+    results = [
+        {"text": 'a "quoted" word, a \\ backslash and {braces}', "n": [1, None, {"x": True}]},
+        None,
+        {"unicode": "caf\u00e9 \u2603", "comma,key": "NULL"},
+    ]
+    later = T0 + timedelta(seconds=1)
+
+    won, _ = store.settle_and_claim(
+        [(c.job, result) for c, result in zip(claims, results, strict=True)],
+        later,
+        {KIND: LEASE},
+        1,
+    )
+
+    assert won == {c.job.id for c in claims}
+    assert [row(c.job)["result"] for c in claims] == results, "each result as it was returned"
+
+
+def test_settle_and_claim_settles_the_done_rows_and_claims_fresh_ones_in_one_go(store):
+    for n in range(4):
+        queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
+    first = store.claim(T0, {KIND: LEASE}, 2)
+    later = T0 + timedelta(seconds=1)
+
+    won, claims = store.settle_and_claim(
+        [(c.job, {"n": i}) for i, c in enumerate(first)], later, {KIND: LEASE}, 2
+    )
+
+    assert won == {c.job.id for c in first}, "both attempts settled"
+    for i, c in enumerate(first):
+        settled = row(c.job)
+        assert (settled["state"], settled["result"]) == (State.DONE, {"n": i})
+    assert {c.job.key for c in claims} == {"k2", "k3"}, "the pass went on to claim the rest"
+    assert all(row(c.job)["state"] == State.RUNNING for c in claims)
+
+
+def test_settle_and_claim_never_settles_a_row_a_newer_claim_holds(store):
+    queue("k")
+    (stale,) = store.claim(T0, {KIND: LEASE}, 1)
+    after_expiry = T0 + LEASE + timedelta(seconds=1)
+    (newer,) = store.claim(after_expiry, {KIND: LEASE}, 1)
+
+    won, claims = store.settle_and_claim([(stale.job, None)], after_expiry, {KIND: LEASE}, 1)
+
+    assert won == set(), "the stale attempt lost its row and wrote nothing"
+    assert claims == [], "the row is held by the newer claim's live lease"
+    assert row(newer.job)["state"] == State.RUNNING
+    assert row(newer.job)["attempts"] == 2
+
+
+def test_settle_and_claim_does_not_claim_a_row_it_is_settling(store):
+    """A row whose lease has run out is ready again; the same pass must not both
+    settle it and hand it out as a fresh claim."""
+    queue("k")
+    (attempt,) = store.claim(T0, {KIND: LEASE}, 1)
+    after_expiry = T0 + LEASE + timedelta(seconds=1)
+
+    won, claims = store.settle_and_claim([(attempt.job, None)], after_expiry, {KIND: LEASE}, 5)
+
+    assert won == {attempt.job.id}, "the attempt still owned its row and settled it"
+    assert claims == [], "and the row was not claimed again in the same pass"
+    assert row(attempt.job)["state"] == State.DONE

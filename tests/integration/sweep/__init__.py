@@ -1,0 +1,1 @@
+"""The retention sweep (`jobs.sweep`), run through a real runner."""

@@ -1,0 +1,1 @@
+"""Django's tasks framework on `jobs` (`jobs.tasks`)."""
