@@ -17,19 +17,15 @@ from typing import Literal
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import Max, Min, QuerySet
 from django.utils import timezone
 
 from jobs.models import Job
+from jobs.store import for_database
 
 #: Above this many rows (PostgreSQL's own estimate) an unfiltered job list
 #: takes its count from the table statistics instead of counting every row.
 ESTIMATE_COUNT_ABOVE = 100_000
-
-#: The job table's row count as ANALYZE (or autovacuum) last saw it; -1 or
-#: NULL when never analysed. Reads one catalogue row, scans nothing.
-ROW_ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)"
 
 
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # generic only in the stubs
@@ -56,15 +52,10 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # generic o
         rows = self.object_list
         if not isinstance(rows, QuerySet) or rows.query.where:
             return None
-        connection = connections[rows.db]
-        if connection.vendor != "postgresql":
+        estimate = for_database(rows.db).estimated_rows()
+        if estimate is None or estimate < ESTIMATE_COUNT_ABOVE:
             return None
-        with connection.cursor() as cursor:
-            cursor.execute(ROW_ESTIMATE_SQL, [rows.model._meta.db_table])
-            found = cursor.fetchone()
-        if found is None or found[0] is None or found[0] < ESTIMATE_COUNT_ABOVE:
-            return None
-        return int(found[0])
+        return estimate
 
 
 class CalendarQuerySet(QuerySet[Job]):
