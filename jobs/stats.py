@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, QuerySet
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
@@ -103,29 +103,57 @@ def _settled_estimates(using: str) -> dict[str, int] | None:
 
 
 def collect(using: str | None = None, now: datetime | None = None) -> Stats:
+    """Every figure of the dashboard at `now`, one query (or two) per figure."""
     alias = using or DEFAULT_DB_ALIAS
     now = now or timezone.now()
     jobs = Job.objects.using(alias)
-
     live = jobs.filter(LIVE_ROWS)
+    by_state, live_by_kind = _live_counts(live)
+    estimate = _settled_estimates(alias)
+    by_state.update(_settled_counts(jobs) if estimate is None else estimate)
+    recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
+    last_5, last_hour, throughput = _recent_settles(recent, now)
+    return Stats(
+        now=now,
+        by_state=by_state,
+        estimated=estimate is not None,
+        live_by_kind=live_by_kind,
+        lag_seconds=_lag(live, now),
+        last_5_minutes=last_5,
+        last_hour=last_hour,
+        slowest_kinds=_slowest_kinds(recent),
+        throughput=throughput,
+        runners=_runners(alias, now),
+    )
+
+
+def _live_counts(live: QuerySet[Job]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Live rows by state (every state present, settled ones 0) and by kind and state."""
     live_by_kind: dict[str, dict[str, int]] = {}
     by_state = {state.value: 0 for state in State}
     for live_row in live.values("kind", "state").annotate(n=Count("id")).order_by():
         live_by_kind.setdefault(live_row["kind"], {})[live_row["state"]] = live_row["n"]
         by_state[live_row["state"]] += live_row["n"]
+    return by_state, live_by_kind
 
-    estimate = _settled_estimates(alias)
-    if estimate is None:
-        settled = jobs.filter(state__in=SETTLED_STATES).values("state").annotate(n=Count("id"))
-        for counted in settled.order_by():
-            by_state[counted["state"]] = counted["n"]
-    else:
-        by_state.update(estimate)
 
+def _settled_counts(jobs: QuerySet[Job]) -> dict[str, int]:
+    """Settled rows by state, counted exactly (where no estimate is used)."""
+    settled = jobs.filter(state__in=SETTLED_STATES).values("state").annotate(n=Count("id"))
+    return {counted["state"]: counted["n"] for counted in settled.order_by()}
+
+
+def _lag(live: QuerySet[Job], now: datetime) -> float:
+    """Seconds the oldest ready queued job has waited past its `run_at`; 0 when none."""
     oldest = live.filter(state=State.QUEUED, run_at__lte=now).aggregate(oldest=Min("run_at"))
-    lag = (now - oldest["oldest"]).total_seconds() if oldest["oldest"] else 0.0
+    return (now - oldest["oldest"]).total_seconds() if oldest["oldest"] else 0.0
 
-    recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
+
+def _recent_settles(
+    recent: QuerySet[Job], now: datetime
+) -> tuple[dict[str, int], dict[str, int], list[tuple[datetime, int, int]]]:
+    """Settles of the last 5 minutes and the last hour by state, and per minute
+    over the hour (61 minutes, oldest first: [minute, done, failed])."""
     last_hour = {state.value: 0 for state in SETTLED_STATES}
     last_5 = dict(last_hour)
     per_minute: dict[datetime, list[int]] = {}
@@ -146,14 +174,17 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
             counts[0] += bucket["n"]
         elif bucket["state"] == State.FAILED:
             counts[1] += bucket["n"]
-
     start = (now - timedelta(hours=1)).replace(second=0, microsecond=0)
     throughput = []
     for step in range(61):
         minute = start + timedelta(minutes=step)
         done, failed = per_minute.get(minute, [0, 0])
         throughput.append((minute, done, failed))
+    return last_5, last_hour, throughput
 
+
+def _slowest_kinds(recent: QuerySet[Job]) -> list[dict[str, Any]]:
+    """The five kinds with the longest mean attempt over the last hour, slowest first."""
     duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
     slowest = []
     for kind_row in (
@@ -167,8 +198,11 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         slowest.append(
             {"kind": kind_row["kind"], "mean_seconds": round(seconds, 3), "count": kind_row["n"]}
         )
+    return slowest
 
-    runners = [
+
+def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
+    return [
         RunnerInfo(
             hostname=r.hostname,
             pid=r.pid,
@@ -184,19 +218,6 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         )
         for r in RunnerProcess.objects.using(alias).all()
     ]
-
-    return Stats(
-        now=now,
-        by_state=by_state,
-        estimated=estimate is not None,
-        live_by_kind=live_by_kind,
-        lag_seconds=lag,
-        last_5_minutes=last_5,
-        last_hour=last_hour,
-        slowest_kinds=slowest,
-        throughput=throughput,
-        runners=runners,
-    )
 
 
 def kinds_without_runner(using: str | None = None, now: datetime | None = None) -> list[str]:
