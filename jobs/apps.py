@@ -4,13 +4,29 @@ Named `JobsAppConfig` because `JobsConfig` is the name the live-config model
 takes.
 """
 
+from types import ModuleType
+
 from django.apps import AppConfig
+
+from jobs.drivers import missing_driver
 
 
 class JobsAppConfig(AppConfig):
     name = "jobs"
     verbose_name = "Jobs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def __init__(self, app_name: str, app_module: ModuleType | None) -> None:
+        super().__init__(app_name, app_module)
+        # A project whose default database has no driver jobs can use stops
+        # here, with one line saying what to install. This is the last moment
+        # to say it: the models Django imports next ask the database's backend
+        # for its features, and without a driver at all that fails with
+        # Django's own traceback, not naming the extra; with psycopg2 alone
+        # Django would run and every enqueue fail.
+        problem = missing_driver()
+        if problem:
+            raise SystemExit(problem)
 
     def ready(self) -> None:
         from jobs import checks, sweep, tasks  # noqa: F401  (checks, sweep, task handler)

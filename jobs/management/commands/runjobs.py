@@ -7,10 +7,11 @@ import sys
 from argparse import ArgumentParser, ArgumentTypeError
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
 
 from jobs.config import describe
+from jobs.drivers import missing_driver
 from jobs.runner.process import serve
 
 
@@ -80,6 +81,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        problem = missing_driver(options["database"])
+        if problem:
+            raise CommandError(problem)
         if options["print_config"]:
             for line in describe(options["database"]):
                 self.stdout.write(line)
