@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
 
+from jobs import log
 from jobs.config import describe
 from jobs.drivers import missing_driver
 from jobs.runner.process import serve
@@ -88,6 +89,7 @@ class Command(BaseCommand):
             for line in describe(options["database"]):
                 self.stdout.write(line)
             return
+        log.to_terminal_unless_configured()
         status = serve(
             using=options["database"],
             burst=options["burst"],
