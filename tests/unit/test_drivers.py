@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.drivers import DISTRIBUTION, engine_missing_driver
+from jobs import checks
+from jobs.drivers import DISTRIBUTION, MissingDriver, engine_missing_driver
 
 
 @pytest.mark.parametrize(
@@ -74,3 +75,17 @@ def test_the_sentence_names_the_distribution_pip_installs():
     assert set(project["optional-dependencies"]) == {"postgresql", "mysql"}, (
         "every extra the sentence can name exists"
     )
+
+
+def test_a_database_whose_driver_is_missing_is_check_jobs_e005(monkeypatch):
+    """`manage.py check` names the extra (for a database Django itself can load, on psycopg2)."""
+    sentence = 'jobs needs psycopg for PostgreSQL: pip install "django-durable-jobs[postgresql]"'
+
+    def missing(alias):
+        raise MissingDriver(sentence)
+
+    monkeypatch.setattr(checks, "for_database", missing)
+
+    found = checks.check_databases(None)
+
+    assert [(error.id, error.msg) for error in found] == [("jobs.E005", sentence)]
