@@ -39,7 +39,10 @@ def missing_driver(using: str | None = None) -> str | None:
     Django's backend: that fails first, in Django's words, when there is no
     driver at all, and succeeds on psycopg2, which jobs cannot use.
     """
-    return engine_missing_driver(str(connections.settings[using or DEFAULT_DB_ALIAS]["ENGINE"]))
+    database = connections.settings.get(using or DEFAULT_DB_ALIAS)
+    if database is None:
+        return None  # no such database: whoever uses it next says so, in Django's words
+    return engine_missing_driver(str(database["ENGINE"]))
 
 
 def engine_missing_driver(engine: str) -> str | None:
