@@ -1,5 +1,6 @@
 """URL routes: the admin, where operators browse and act on jobs, and the example
-orders API, which queues its work as jobs."""
+orders API, which queues its work as jobs. The error handlers answer the API's
+paths in JSON and the rest of the site with Django's pages."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -11,3 +12,6 @@ urlpatterns = [
     path("orders", orders.create),  # the collection without its slash, for POST too
     path("orders/", include("acmeproxy.orders.urls")),
 ]
+
+handler400 = orders.bad_request
+handler500 = orders.server_error

@@ -5,7 +5,8 @@ could fail with "database is locked" instead of waiting), `jobs.E002` a
 database vendor the store does not support (PostgreSQL, MySQL / MariaDB and
 SQLite are; Django itself refuses MySQL and MariaDB versions too old for
 SKIP LOCKED), `jobs.E003` an unusable `settings.JOBS`, `jobs.E004` (with
-`--database`) a config row edited into nonsense.
+`--database`) a config row edited into nonsense, `jobs.E005` a database whose
+driver jobs needs is not installed (naming the extra that installs it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
 from jobs import config
+from jobs.drivers import MissingDriver
 from jobs.models import JobsConfig
 from jobs.store import for_database
 
@@ -25,6 +27,13 @@ from jobs.store import for_database
 def check_databases(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
     found: list[checks.CheckMessage] = []
     for alias in connections:
+        try:
+            for_database(alias)
+        except MissingDriver as error:
+            found.append(checks.Error(str(error), id="jobs.E005"))
+            continue  # Django cannot load this database's backend either
+        except ImproperlyConfigured as error:
+            found.append(checks.Error(str(error), id="jobs.E002"))
         connection = connections[alias]
         if connection.vendor == "sqlite":
             mode = (connection.settings_dict.get("OPTIONS") or {}).get("transaction_mode")
@@ -37,10 +46,6 @@ def check_databases(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage
                         id="jobs.E001",
                     )
                 )
-        try:
-            for_database(alias)
-        except ImproperlyConfigured as error:
-            found.append(checks.Error(str(error), id="jobs.E002"))
     return found
 
 

@@ -5,7 +5,12 @@ One job per order (kind `orders.relay`, key the order id) carries it from
 rules:
 
 1. `run` starts from scratch every time: it re-reads the order, and an order
-   no longer `processing` is finished business (`Done`, no upstream call).
+   no longer `processing` gets no upstream call. A `valid` one is finished
+   business (`Done`). An `invalid` one stays invalid: its client has been
+   told so and told to place a new order, so a relay retried by an operator
+   after the order was abandoned is refused (`Failed`, saying why) rather
+   than re-opening it, which could issue a certificate to a client that has
+   stopped polling, or a second one to a client that ordered again.
 2. The upstream's answers are sorted once (`upstream.py`): anything that may
    pass is a `Retry`, a stated refusal is `Failed`.
 3. The client hears a failure only from `abandon`, once, when the job is
@@ -56,6 +61,12 @@ class RelayHandler(JobHandler):
         order = Order.objects.filter(pk=order_id).first()
         if order is None:
             return Failed(f"order {order_id} does not exist")
+        if order.state == State.INVALID:
+            # Retried after its order was abandoned: see the module docstring.
+            return Failed(
+                f"order {order_id} is invalid and stays so (its client was answered: "
+                f"{order.reason}); a new order, not a retried relay, asks again"
+            )
         if order.state != State.PROCESSING:
             # Already answered (an earlier attempt stored the certificate), or
             # never finalized: nothing to ask the upstream.

@@ -6,8 +6,17 @@
 
 Every answer is JSON: the order as `{"id", "state", "reason", "certificate"}`
 (`reason` and `certificate` null until there is one), or `{"error": ...}` with
-404 for an unknown id, 400 for a body that is not a JSON object, 405 for a
-wrong method, 409 for a finalize the order's state refuses.
+
+- 400 for a body that is not a JSON object: not JSON at all, `NaN` or
+  `Infinity` (which Python's parser accepts and JSON does not), or nested too
+  deeply to parse; and for a request Django refuses as suspicious (a host
+  outside `ALLOWED_HOSTS`);
+- 404 for an unknown id, and for any other path under `/orders/`;
+- 405 for a wrong method;
+- 409 for a finalize the order's state refuses;
+- 413 for a body over Django's `DATA_UPLOAD_MAX_MEMORY_SIZE` (2.5 MB);
+- 500 when the server fails (`server_error`, the project's `handler500` for
+  this API's paths; the rest of the site keeps Django's pages).
 
 Finalize is idempotent, so a client that lost the answer can simply ask again:
 
@@ -32,9 +41,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
 from acmeproxy.orders.jobs import relay
@@ -69,13 +81,9 @@ def allow(*methods: str) -> Callable[[View], View]:
 def create(request: HttpRequest) -> HttpResponse:
     """A new pending order. The example's orders carry no data, so the body may be
     empty or any JSON object; anything else is a client's mistake worth a 400."""
-    if request.body.strip():
-        try:
-            document = json.loads(request.body)
-        except ValueError:
-            return error(400, "the body is not JSON")
-        if not isinstance(document, dict):
-            return error(400, "the body must be a JSON object")
+    refused = refuse_body(request)
+    if refused is not None:
+        return refused
     order = Order.objects.create()
     response = JsonResponse(describe(order), status=201)
     response["Location"] = reverse("orders:detail", args=[order.pk])
@@ -109,6 +117,62 @@ def detail(request: HttpRequest, order_id: str) -> HttpResponse:
     if order is None:
         return not_found(order_id)
     return JsonResponse(describe(order))
+
+
+@csrf_exempt  # a JSON API for non-browser clients; see the module docstring
+def nowhere(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any other path under /orders/ (`/orders/..%2f..` among them): the API's 404."""
+    return error(404, f"there is no {request.path!r} in the orders API")
+
+
+def refuse_body(request: HttpRequest) -> JsonResponse | None:
+    """The answer to a body that is not empty or a JSON object; None for one that is."""
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return error(413, f"the body is over {limit:,} bytes")
+    if not body.strip():
+        return None
+    try:
+        document = json.loads(body, parse_constant=_not_json)
+    except RecursionError:
+        return error(400, "the body is nested too deeply")
+    except NotJSON as refusal:
+        return error(400, f"the body is not JSON: {refusal}")
+    except ValueError:
+        return error(400, "the body is not JSON")
+    if not isinstance(document, dict):
+        return error(400, "the body must be a JSON object")
+    return None
+
+
+class NotJSON(ValueError):
+    """A constant Python's parser accepts and JSON does not."""
+
+
+def _not_json(constant: str) -> Any:
+    raise NotJSON(f"{constant} is not a JSON number")
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The project's `handler400`: JSON for this API, Django's page for the rest of the site."""
+    if in_api(request):
+        return error(400, "the request was refused as malformed or suspicious")
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The project's `handler500`: JSON for this API, Django's page for the rest of the site."""
+    if in_api(request):
+        return error(500, "the server failed to answer; try again later")
+    return defaults.server_error(request)
+
+
+def in_api(request: HttpRequest) -> bool:
+    """Whether `request` is for this API (`/orders` and below)."""
+    root = reverse("orders:create").rstrip("/")
+    return request.path_info == root or request.path_info.startswith(root + "/")
 
 
 def describe(order: Order) -> dict[str, Any]:

@@ -3,53 +3,65 @@
 `for_database(alias)` picks the store for a connection; nothing outside this
 package builds SQL. `base` is the contract every store keeps, `orm` the verbs
 written once for all of them, `rows` the decoding of claimed rows; `sqlite`,
-`mysql` and `postgresql` hold each vendor's own statements.
+`mysql` and `postgresql` hold each vendor's own statements. A vendor's module
+is imported on first use, so a project on SQLite never imports a driver it has
+not installed, and a missing driver is `jobs.drivers.MissingDriver`, naming the
+extra that installs it.
 """
 
 from __future__ import annotations
 
-import importlib
+from importlib import import_module
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from jobs.drivers import MissingDriver, missing_driver
 from jobs.store.base import NewJob, Store
 from jobs.store.rows import Claim
 
 __all__ = ["Claim", "NewJob", "Store", "for_database"]
 
-#: Each vendor's store, by the vendor name Django's backend reports, as
-#: "module:class". Imported on first use, so a project on SQLite or MySQL
-#: never imports psycopg, which the PostgreSQL store needs at import.
-_VENDORS = {
-    "mysql": "jobs.store.mysql:MySQLStore",  # MySQL and MariaDB both report "mysql"
-    "postgresql": "jobs.store.postgresql:PostgreSQLStore",
-    "sqlite": "jobs.store.sqlite:SQLiteStore",
+#: Each vendor's store (module, class), by Django's `connection.vendor`.
+_VENDORS: dict[str, tuple[str, str]] = {
+    "mysql": ("jobs.store.mysql", "MySQLStore"),  # MySQL and MariaDB both report "mysql"
+    "postgresql": ("jobs.store.postgresql", "PostgreSQLStore"),
+    "sqlite": ("jobs.store.sqlite", "SQLiteStore"),
 }
 
-#: The store classes imported so far, by vendor: `for_database` runs on every
-#: enqueue, so the import is looked up once per process.
-_imported: dict[str, type[Store]] = {}
+#: The stores imported so far, by vendor.
+_loaded: dict[str, type[Store]] = {}
 
 
 def for_database(using: str | None = None) -> Store:
-    """The store for database `using` (the default database when omitted)."""
+    """The store for database `using` (the default database when omitted).
+
+    Raises `MissingDriver` when the driver jobs needs for it is not installed,
+    and `ImproperlyConfigured` for a database jobs does not support.
+    """
     alias = using or DEFAULT_DB_ALIAS
-    vendor = connections[alias].vendor
     try:
-        store_class = _imported[vendor]
-    except KeyError:
-        store_class = _import(alias, vendor)
-    return store_class(alias)
+        vendor = connections[alias].vendor
+    except ImproperlyConfigured:  # Django could not load the backend: no driver at all?
+        _raise_if_missing_driver(alias)
+        raise
+    store = _loaded.get(vendor)
+    if store is None:
+        if vendor not in _VENDORS:
+            raise ImproperlyConfigured(
+                "jobs supports PostgreSQL, MySQL/MariaDB and SQLite; "
+                f"database {alias!r} is {vendor}"
+            )
+        module, name = _VENDORS[vendor]
+        try:
+            store = _loaded[vendor] = getattr(import_module(module), name)
+        except ModuleNotFoundError:  # Django's backend runs on a driver jobs cannot use
+            _raise_if_missing_driver(alias)
+            raise
+    return store(alias)
 
 
-def _import(alias: str, vendor: str) -> type[Store]:
-    try:
-        module_name, class_name = _VENDORS[vendor].split(":")
-    except KeyError:
-        raise ImproperlyConfigured(
-            f"jobs supports PostgreSQL, MySQL/MariaDB and SQLite; database {alias!r} is {vendor}"
-        ) from None
-    store_class: type[Store] = getattr(importlib.import_module(module_name), class_name)
-    _imported[vendor] = store_class
-    return store_class
+def _raise_if_missing_driver(alias: str) -> None:
+    problem = missing_driver(alias)
+    if problem:
+        raise MissingDriver(problem) from None

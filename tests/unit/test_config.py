@@ -234,6 +234,7 @@ def test_the_projects_own_databases_pass_the_database_check():
 
 def test_the_database_check_accepts_mysql_and_reports_an_unsupported_vendor_as_e002(monkeypatch):
     """MySQL and MariaDB have a store of their own; a vendor without one is refused up front."""
+    pytest.importorskip("MySQLdb", reason="Django's MySQL backend needs requirements-mysql.txt")
     handler = ConnectionHandler(
         {
             "default": {"ENGINE": "django.db.backends.mysql", "NAME": "jobs"},

@@ -16,6 +16,7 @@ from django.core.management.base import (
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
 from jobs import cli, log
+from jobs.drivers import missing_driver
 
 EXIT_STATUS = """\
 exit status:
@@ -97,6 +98,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        problem = missing_driver(options["database"])
+        if problem:
+            raise CommandError(problem)
         try:
             status = self._dispatch(options)
         except (DatabaseError, InterfaceError) as error:

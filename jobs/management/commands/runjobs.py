@@ -7,9 +7,11 @@ import sys
 from argparse import ArgumentParser, ArgumentTypeError
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
 
+from jobs import log
+from jobs.drivers import missing_driver
 from jobs.live_config import describe
 from jobs.runner.process import serve
 
@@ -80,10 +82,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        problem = missing_driver(options["database"])
+        if problem:
+            raise CommandError(problem)
         if options["print_config"]:
             for line in describe(options["database"]):
                 self.stdout.write(line)
             return
+        log.to_terminal_unless_configured()
         status = serve(
             using=options["database"],
             burst=options["burst"],
