@@ -9,8 +9,8 @@ cancels, on the test database. After every step it checks the queue's promises:
 - at most one live row per (kind, key);
 - a row's attempts never exceed its max_attempts by more than the number of
   its claims that never settled ("crashes");
-- abandon is called at most once per job (through `Executor.retire` or
-  `jobs.operations.cancel`);
+- abandon is called at most once per job (through `jobs.retirement`, from the
+  executor or `jobs.operations.cancel`);
 - a settled row never changes again;
 - the attempt that owns a row always settles it, and any other attempt's
   settle writes nothing (fencing).

@@ -18,15 +18,15 @@ import uuid
 import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, connections
 
-from jobs import log
+from jobs import log, retirement
 from jobs.backoff import retry_delay
 from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job, State
+from jobs.retirement import first_line, job_fields
 from jobs.spec import strict_json
 from jobs.store import Claim, Store
 
@@ -108,7 +108,7 @@ class Executor:
                 "job_result_discarded",
                 logging.WARNING,
                 outcome="discarded",
-                **_ids(attempt.job),
+                **job_fields(attempt.job),
                 reason="the attempt was already settled as timed out",
             )
             return
@@ -135,7 +135,7 @@ class Executor:
         for attempt, _ in batch:
             if attempt.job.id in won:
                 if log_done:
-                    log.event("job_done", logging.DEBUG, outcome="done", **_ids(attempt.job))
+                    log.event("job_done", logging.DEBUG, outcome="done", **job_fields(attempt.job))
             else:
                 self.lost(attempt.job, "done")
 
@@ -146,7 +146,7 @@ class Executor:
                 "job_settle_failed",
                 logging.ERROR,
                 outcome="failure",
-                **_ids(attempt.job),
+                **job_fields(attempt.job),
                 error=repr(error),
             )
         if isinstance(error, DatabaseError):
@@ -163,7 +163,7 @@ class Executor:
             "job_timed_out",
             logging.WARNING,
             outcome="timeout",
-            **_ids(attempt.job),
+            **job_fields(attempt.job),
             budget=attempt.budget,
         )
         self.guarded(self.settle, attempt, Retry(reason), now)
@@ -221,7 +221,7 @@ class Executor:
         job = attempt.job
         if isinstance(outcome, Done):
             if self.store.complete(job, now, outcome.result):
-                log.event("job_done", logging.DEBUG, outcome="done", **_ids(job))
+                log.event("job_done", logging.DEBUG, outcome="done", **job_fields(job))
             else:
                 self.lost(job, "done")
         elif isinstance(outcome, Retry):
@@ -241,7 +241,7 @@ class Executor:
                 log.event(
                     "job_rescheduled",
                     outcome="reschedule",
-                    **_ids(job),
+                    **job_fields(job),
                     next_run_at=run_at.isoformat(),
                 )
             else:
@@ -280,9 +280,9 @@ class Executor:
             log.event(
                 "job_retry",
                 outcome="retry",
-                **_ids(job),
+                **job_fields(job),
                 next_run_at=run_at.isoformat(),
-                error=_first_line(reason),
+                error=first_line(reason),
             )
         else:
             self.lost(job, "retry")
@@ -290,35 +290,18 @@ class Executor:
     def retire(
         self, attempt: Attempt, reason: str, now: datetime, state: str = State.FAILED
     ) -> bool:
-        """Settle for good and call `abandon` once, in one transaction.
-
-        `abandon` runs in a savepoint: its writes commit with the retirement,
-        and if it raises they are rolled back while the retirement still
-        commits. It is never called again, since the row is no longer live.
-        """
-        job = attempt.job
-        with transaction.atomic(using=self.store.using):
-            if not self.store.retire(job, now, reason, state):
-                self.lost(job, "retire")
-                return False
-            job.state, job.last_error, job.finished_at, job.lease_expires_at = (
-                state,
-                reason,
-                now,
-                None,
-            )
-            log.event(
-                "job_failed", logging.WARNING, outcome=state, **_ids(job), error=_first_line(reason)
-            )
-            abandon(attempt.handler, job, reason, self.store.using)
-        return True
+        """Retire the job and call `abandon` once (`jobs.retirement.retire`)."""
+        if retirement.retire(self.store, attempt.job, attempt.handler, reason, now, state):
+            return True
+        self.lost(attempt.job, "retire")
+        return False
 
     def lost(self, job: Job, verb: str) -> None:
         log.event(
             "job_settle_lost",
             logging.WARNING,
             outcome="lost",
-            **_ids(job),
+            **job_fields(job),
             settle=verb,
             reason="the attempt no longer owns the row",
         )
@@ -336,34 +319,12 @@ class Executor:
                 "job_settle_failed",
                 logging.ERROR,
                 outcome="failure",
-                **_ids(attempt.job),
+                **job_fields(attempt.job),
                 error=repr(error),
                 traceback=traceback.format_exc(),
             )
             if isinstance(error, DatabaseError):
                 connections[self.store.using].close_if_unusable_or_obsolete()
-
-
-def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
-    """Call `handler.abandon` inside the caller's transaction, in a savepoint.
-
-    Its writes commit with the retirement around it; if it raises, they are
-    rolled back, the error is logged, and the retirement still commits.
-    """
-    try:
-        with transaction.atomic(using=using):
-            handler.abandon(job, reason)
-    except Exception as error:
-        log.event(
-            "job_abandon_failed",
-            logging.ERROR,
-            outcome="failure",
-            **_ids(job),
-            error=_first_line(repr(error)),
-            traceback=traceback.format_exc(),
-        )
-    else:
-        log.event("job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason))
 
 
 class BudgetExpired(Exception):
@@ -418,15 +379,3 @@ def _is_coroutine_function(method: Callable[..., object]) -> bool:
 
 
 _COROUTINE_FUNCTIONS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
-
-
-def _ids(job: Job) -> dict[str, Any]:
-    return {"job_id": job.id, "kind": job.kind, "key": job.key, "attempt": job.attempts}
-
-
-def _first_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    # A traceback's useful line is its last; a reason's is its first.
-    if lines and lines[0].startswith("Traceback"):
-        return lines[-1]
-    return lines[0] if lines else ""
