@@ -24,7 +24,8 @@ from django.utils import timezone
 from jobs import Done, JobHandler, JobSpec, Reschedule, Retry, enqueue
 from jobs.models import Job, JobsConfig, State
 from jobs.registry import Registry
-from jobs.runner.executor import Attempt, Executor
+from jobs.runner.attempt import Attempt
+from jobs.runner.executor import Executor
 from jobs.store import for_database
 from tests.conftest import on_postgresql
 from tests.helpers import running, wait_until

@@ -45,7 +45,8 @@ from jobs.config import JobsSettings
 from jobs.handlers import Outcome
 from jobs.models import LIVE_STATES, SETTLED_STATES, Job, State
 from jobs.registry import Registry
-from jobs.runner.executor import Attempt, Executor
+from jobs.runner.attempt import Attempt
+from jobs.runner.executor import Executor
 from jobs.store import Claim, for_database
 
 KIND = "test.property"

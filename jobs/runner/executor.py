@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import threading
 import traceback
 import uuid
 import weakref
@@ -23,62 +22,14 @@ from django.db import DatabaseError, connections
 
 from jobs import log, retirement
 from jobs.backoff import retry_delay
-from jobs.config import JobsSettings
-from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
+from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job, State
 from jobs.retirement import first_line, job_fields
+from jobs.runner.attempt import Attempt
 from jobs.spec import strict_json
-from jobs.store import Claim, Store
+from jobs.store import Store
 
 Clock = Callable[[], datetime]
-
-
-def lease_for(budget: timedelta) -> timedelta:
-    """The lease written for an attempt with `budget`: slightly longer, so the
-    runner's own timeout fires before another runner could take the row."""
-    return budget + max(timedelta(seconds=1), budget / 20)
-
-
-class Attempt:
-    """One claimed row being worked on, with what it was claimed under.
-
-    The config snapshot is the one in force at claim: a reload reaches the
-    next claim, never an attempt already running.
-    """
-
-    def __init__(
-        self,
-        claim: Claim,
-        handler: JobHandler,
-        settings: JobsSettings,
-        budget: timedelta,
-        claimed_at: datetime,
-    ) -> None:
-        self.job: Job = claim.job
-        self.reclaimed = claim.reclaimed
-        #: Why the row cannot be handed to its handler (see `Claim.unusable`).
-        self.unusable = claim.unusable
-        self.handler = handler
-        self.settings = settings
-        self.budget = budget
-        self.deadline = claimed_at + budget
-        self._lock = threading.Lock()
-        self._taken = False
-        #: Set when a `Done` was handed to the producer to settle in a batch.
-        self.handed_off = False
-
-    @property
-    def finished(self) -> bool:
-        """True once the worker has an outcome, or the attempt was timed out."""
-        return self._taken
-
-    def take(self) -> bool:
-        """True for the first caller only: whoever takes the attempt settles it."""
-        with self._lock:
-            if self._taken:
-                return False
-            self._taken = True
-            return True
 
 
 class Executor:

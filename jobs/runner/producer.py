@@ -30,7 +30,8 @@ from jobs.handlers import Done, JobHandler
 from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
-from jobs.runner.executor import Attempt, Executor, lease_for
+from jobs.runner.attempt import Attempt, lease_for
+from jobs.runner.executor import Executor
 from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
