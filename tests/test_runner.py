@@ -26,7 +26,7 @@ from freezegun import freeze_time
 from jobs import Done, Failed, JobHandler, JobSpec, Reschedule, Retry, enqueue
 from jobs.models import LIVE_STATES, Job, RunnerProcess, State
 from jobs.registry import Registry
-from jobs.runner import producer
+from jobs.runner import producer, slots
 from tests.helpers import wait_until
 from tests.jobapp.models import Abandonment
 
@@ -694,11 +694,11 @@ def test_lanes_split_max_concurrent_into_shares_that_add_up_to_it(make_runner, c
     shares = [make_runner(lane=lane, lanes=3) for lane in range(3)]
     config = shares[0].settings()
 
-    assert [runner.slots(config) for runner in shares] == [3, 3, 2]
+    assert [runner.slots.share(config) for runner in shares] == [3, 3, 2]
 
     configure(max_concurrent=1)
     pair = [make_runner(lane=lane, lanes=2) for lane in range(2)]
-    assert [runner.slots(pair[0].settings()) for runner in pair] == [1, 0], (
+    assert [runner.slots.share(pair[0].settings()) for runner in pair] == [1, 0], (
         "a lane without a share claims nothing"
     )
 
@@ -845,7 +845,7 @@ def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
     """Attempts of one pass finish 20 ms apart; the next pass waits for them
     (here without a time limit) and settles and refills all four slots in one
     statement, instead of a pass per finished attempt."""
-    monkeypatch.setattr(producer, "GATHER_SECONDS", WAIT)
+    monkeypatch.setattr(slots, "GATHER_SECONDS", WAIT)
     install(registry, Staggered)
     configure(max_concurrent=4)
     for n in range(8):
@@ -870,7 +870,7 @@ def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
 def test_a_pass_waits_for_a_long_attempt_once_and_later_passes_not_at_all(
     registry, make_runner, configure, blocked, monkeypatch
 ):
-    monkeypatch.setattr(producer, "GATHER_SECONDS", 0.01)
+    monkeypatch.setattr(slots, "GATHER_SECONDS", 0.01)
     configure(max_concurrent=2)
     assert enqueue(JobSpec.now(Blocks.kind, "long"))
     runner = make_runner(registry=registry)
@@ -898,7 +898,7 @@ def test_a_pass_of_short_attempts_wakes_the_loop_once_when_the_last_of_them_fini
 ):
     """Each wake-up of the loop costs more CPU than a no-op job, so the
     attempts one pass started ring the doorbell once between them, not once each."""
-    monkeypatch.setattr(producer, "GATHER_SECONDS", WAIT)
+    monkeypatch.setattr(slots, "GATHER_SECONDS", WAIT)
     install(registry, Succeeds)
     configure(max_concurrent=4)
     for n in range(4):

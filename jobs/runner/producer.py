@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -35,40 +35,18 @@ from jobs.runner.executor import Executor
 from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
+from jobs.runner.slots import Slots
 from jobs.store import for_database
 
 #: The longest an idle runner goes without re-reading the config row, unless
 #: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
 CONFIG_CHECK_SECONDS = 1.0
 
-#: How long a pass waits for one more of the attempts the previous pass started
-#: (see `Runner._gather`).
-GATHER_SECONDS = 0.002
-
 #: Start-up against a database that does not answer yet (a deploy that starts
 #: workers before the database, a failover) waits and tries again, doubling
 #: the wait from the first to the last, rather than exiting with a traceback.
 STARTUP_RETRY_FIRST_SECONDS = 0.5
 STARTUP_RETRY_MAX_SECONDS = 5.0
-
-
-class _Gathering:
-    """The attempts one pass started, for the next pass to wait for (`Runner._gather`).
-
-    While it is `quiet`, their finishes do not ring the doorbell, except the
-    last: a pass of 8 short attempts then wakes the loop once, not 8 times,
-    and each wake-up of a thread costs the runner more CPU than a no-op job.
-    It stops being quiet when the loop stops waiting for them (the gather
-    ends, or the loop goes idle), so a finish is never left unseen.
-    """
-
-    __slots__ = ("finished", "pending", "quiet")
-
-    def __init__(self, attempts: list[Attempt]) -> None:
-        self.pending = set(attempts)
-        #: How many of them have finished so far: the gather's sign of progress.
-        self.finished = 0
-        self.quiet = True
 
 
 class Runner:
@@ -108,12 +86,7 @@ class Runner:
         self._listener_stop = threading.Event()
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
-        self._lock = threading.Lock()
-        #: The attempts running or awaiting their settle, in claim order (a
-        #: dict used as an ordered set: attempts hash by identity, in C).
-        self._in_flight: dict[Attempt, None] = {}
-        #: The attempts the last pass started: what `_gather` waits for.
-        self._gathering: _Gathering | None = None
+        self.slots = Slots(self.doorbell, lane, lanes)
         #: Attempts that ended `Done`, waiting for the next pass to settle them
         #: together: one statement and one commit for the batch, not one each.
         self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
@@ -198,7 +171,7 @@ class Runner:
         while not self.stopping.is_set():
             try:
                 self._refresh(force=True)
-                self.presence.register(self.registry.kinds(), self.slots(self._current))
+                self.presence.register(self.registry.kinds(), self.slots.share(self._current))
                 return True
             except (DatabaseError, InterfaceError) as error:
                 log.event(
@@ -243,7 +216,7 @@ class Runner:
         another runner takes it.
         """
         give_up = time.monotonic() + grace
-        self._stop_gathering()  # every finish rings from here on
+        self.slots.stop_gathering()  # every finish rings from here on
         while self.in_flight():
             remaining = give_up - time.monotonic()
             if remaining <= 0:
@@ -305,12 +278,12 @@ class Runner:
         now = self.clock()
         settings = self._refresh()
         self._reap(now)
-        self._gather()
+        self.slots.gather()
         batch = self._take_completed()
-        running = len(self.in_flight()) - len(batch)
-        slots = self.slots(settings)
-        self.presence.beat(running, slots)
-        free = max(0, slots - running)
+        running = self.slots.taken() - len(batch)
+        share = self.slots.share(settings)
+        self.presence.beat(running, share)
+        free = max(0, share - running)
         budgets = {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
@@ -321,7 +294,7 @@ class Runner:
             self.executor.settle_failed(batch, error)
             raise
         finally:
-            self._forget(attempt for attempt, _ in batch)
+            self.slots.settled(attempt for attempt, _ in batch)
         self.executor.report_done(batch, won)
         started: list[Attempt] = []
         log_claims = log.enabled(logging.DEBUG)
@@ -344,53 +317,10 @@ class Runner:
                     else "",
                 )
             started.append(attempt)
-        with self._lock:
-            self._in_flight.update(dict.fromkeys(started))
-            self._gathering = _Gathering(started) if started else None
+        self.slots.started(started)
         self.pool.submit_many(started)
         self.passes += 1
         return len(claims), free
-
-    def _gather(self) -> None:
-        """Wait a moment for the attempts the previous pass started, so the slots
-        they free are claimed together, in one statement and one commit.
-
-        Without it, short attempts (a few ms) finish one by one while a pass is
-        under way, each next pass claims the one or two slots freed so far, and
-        the drain pays a round trip and a commit per job or two. The gathering
-        stops when every attempt of the previous pass has finished, or when
-        `GATHER_SECONDS` pass with none finishing. An attempt that runs longer
-        is waited for by one pass at most: after that it is not the previous
-        pass's. The wait is on the doorbell, which the last of them rings (see
-        `_Gathering`); any other ring ends it early, since a pass (what a ring
-        asks for) follows at once.
-        """
-        gathering = self._gathering
-        if gathering is None:
-            return
-        seen = -1
-        while True:
-            self.doorbell.clear()
-            with self._lock:
-                if not gathering.pending or gathering.finished == seen:
-                    break
-                seen = gathering.finished
-                quiet = gathering.quiet
-            if self.doorbell.wait(GATHER_SECONDS) and quiet:
-                break  # the last of them, or another reason for a pass
-        with self._lock:
-            gathering.quiet = False
-            if self._gathering is gathering:
-                self._gathering = None
-
-    def _stop_gathering(self) -> bool:
-        """Make every finish ring from now on; True if some already finished unrung."""
-        with self._lock:
-            gathering = self._gathering
-            if gathering is None or not gathering.quiet:
-                return False
-            gathering.quiet = False
-            return gathering.finished > 0
 
     def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
         """The handler's own attempt budget, or the configured one when it has none.
@@ -418,15 +348,9 @@ class Runner:
             return settings.lease
         return budget
 
-    def slots(self, settings: JobsSettings) -> int:
-        """This lane's share of `max_concurrent`; the shares add up to it, so a
-        process never runs more attempts than the config allows."""
-        share, left_over = divmod(settings.max_concurrent, self.lanes)
-        return share + (1 if self.lane < left_over else 0)
-
     def in_flight(self) -> list[Attempt]:
-        with self._lock:
-            return list(self._in_flight)
+        """The attempts holding a slot: running, or awaiting their settle."""
+        return self.slots.in_flight()
 
     # -- internals -------------------------------------------------------------
 
@@ -435,23 +359,15 @@ class Runner:
             self.executor.execute(attempt)
         finally:
             if not attempt.handed_off:
-                self._release(attempt)
+                # A finish the loop has not seen (a worker's own settle): free
+                # the slot first, so the pass the ring asks for finds it free.
+                self.slots.settled([attempt])
+                self.slots.finished(attempt)
 
     def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
         """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
         self._completed.append((attempt, outcome))
-        self._ring_finished(attempt)
-
-    def _ring_finished(self, attempt: Attempt) -> None:
-        """Ring for a finished attempt, unless a gathering waits for others (`_Gathering`)."""
-        with self._lock:
-            gathering = self._gathering
-            if gathering is not None and attempt in gathering.pending:
-                gathering.pending.discard(attempt)
-                gathering.finished += 1
-                if gathering.quiet and gathering.pending:
-                    return
-        self.doorbell.set()
+        self.slots.finished(attempt)
 
     def _take_completed(self) -> list[tuple[Attempt, Done]]:
         batch = []
@@ -467,26 +383,14 @@ class Runner:
         try:
             self.executor.complete_many(batch, now)
         finally:
-            self._forget(attempt for attempt, _ in batch)
-
-    def _release(self, attempt: Attempt) -> None:
-        """Free `attempt`'s slot and ring the doorbell: for a finish the loop
-        has not seen (a worker's own settle, a timeout)."""
-        self._forget([attempt])
-        self._ring_finished(attempt)
-
-    def _forget(self, attempts: Iterable[Attempt]) -> None:
-        """Free the slots of attempts the loop itself has just settled; no ring,
-        since the loop is the one that would answer it."""
-        with self._lock:
-            for attempt in attempts:
-                self._in_flight.pop(attempt, None)
+            self.slots.settled(attempt for attempt, _ in batch)
 
     def _reap(self, now: datetime) -> None:
         for attempt in self.in_flight():
             if attempt.deadline <= now:
                 self.executor.time_out(attempt, now)
-                self._release(attempt)
+                self.slots.settled([attempt])
+                self.slots.finished(attempt)
 
     def _refresh(self, *, force: bool = False) -> JobsSettings:
         """The config in force: read again when stale or `force`; tell maintenance
@@ -507,7 +411,7 @@ class Runner:
         Elapsed time is counted from the waits themselves rather than a clock,
         so a frozen clock in tests cannot stretch or shrink it.
         """
-        if self._stop_gathering():
+        if self.slots.stop_gathering():
             return  # attempts finished while the pass ran: settle them now
         waited = 0.0
         while not self.stopping.is_set():
@@ -520,7 +424,7 @@ class Runner:
             try:
                 if self._refresh(force=True) != before:
                     return
-                self.presence.beat(len(self.in_flight()), self.slots(self._current))
+                self.presence.beat(len(self.in_flight()), self.slots.share(self._current))
             except (DatabaseError, InterfaceError):
                 return  # the next pass reports it
 
