@@ -915,7 +915,7 @@ def test_a_pass_of_short_attempts_wakes_the_loop_once_when_the_last_of_them_fini
 
     assert runner.run_pass() == (4, 4)
     assert wait_until(
-        lambda: len(runner._completed) == 4 and runner.pool.idle() == runner.pool.size
+        lambda: runner.completer.waiting() == 4 and runner.pool.idle() == runner.pool.size
     )
     assert runner.run_pass() == (0, 4), "the second pass settles the four"
 

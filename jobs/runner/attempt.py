@@ -48,8 +48,6 @@ class Attempt:
         self.deadline = claimed_at + budget
         self._lock = threading.Lock()
         self._taken = False
-        #: Set when a `Done` was handed to the producer to settle in a batch.
-        self.handed_off = False
 
     @property
     def finished(self) -> bool:

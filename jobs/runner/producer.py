@@ -11,7 +11,6 @@ once, so a new poll interval cuts short a sleep begun at the old one.
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -26,11 +25,12 @@ from django.utils import timezone
 from jobs import config as jobs_config
 from jobs import log
 from jobs.config import CONFIG_NOTICE, JobsSettings
-from jobs.handlers import Done, JobHandler
+from jobs.handlers import JobHandler
 from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
 from jobs.runner.attempt import Attempt, lease_for
+from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
 from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
@@ -58,6 +58,9 @@ class Runner:
     (`runjobs --lanes`), each with its own connection and its share of
     `max_concurrent` (see `slots`), so one lane's statement is in the
     database while another's attempts run. Lane 0 alone calls `recover`.
+
+    Its parts: `slots` (the attempts in flight), `completer` (every settle),
+    `executor` (each attempt, on the `pool`'s threads) and `presence` (its row).
     """
 
     def __init__(
@@ -78,8 +81,6 @@ class Runner:
         self.clock = clock
         self.settings = settings or jobs_config.LiveConfig(self.using)
         self.store = for_database(self.using)
-        self.executor = Executor(self.store, clock, on_done=self._completed_done)
-        self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
         self.presence = Presence(self.using, clock, lane, lanes)
         self._listener: threading.Thread | None = None
         self._ticker: threading.Thread | None = None
@@ -87,9 +88,9 @@ class Runner:
         self.doorbell = wakeup.subscribe()
         self.stopping = threading.Event()
         self.slots = Slots(self.doorbell, lane, lanes)
-        #: Attempts that ended `Done`, waiting for the next pass to settle them
-        #: together: one statement and one commit for the batch, not one each.
-        self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
+        self.completer = Completer(self.store, self.slots, clock)
+        self.executor = Executor(self.completer, clock)
+        self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         #: Set when the config row should be read again before the next claim:
         #: by the config ticker, a reload request (SIGHUP, a notice) or a save
         #: in this process. Under load a pass does not read it every time.
@@ -222,7 +223,7 @@ class Runner:
             if remaining <= 0:
                 break
             self.doorbell.clear()
-            self._settle_completed(self.clock())
+            self.completer.settle_batch(self.clock())
             self._reap(self.clock())
             if self.in_flight():
                 self.doorbell.wait(min(remaining, self._wait_seconds()))
@@ -243,7 +244,7 @@ class Runner:
         threads busy in a handler are left behind rather than waited for.
         """
         try:
-            self._settle_completed(self.clock())
+            self.completer.settle_batch(self.clock())
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
@@ -270,7 +271,8 @@ class Runner:
     # -- one pass --------------------------------------------------------------
 
     def run_pass(self) -> tuple[int, int]:
-        """Time out overrunning attempts, then claim up to the free slots.
+        """Time out overrunning attempts, then claim up to the free slots, settling
+        the completer's `Done` batch in the same statement, and hand the claims on.
 
         Returns how many rows were claimed and how many slots were free.
         """
@@ -279,7 +281,7 @@ class Runner:
         settings = self._refresh()
         self._reap(now)
         self.slots.gather()
-        batch = self._take_completed()
+        batch = self.completer.done_batch()
         running = self.slots.taken() - len(batch)
         share = self.slots.share(settings)
         self.presence.beat(running, share)
@@ -287,15 +289,11 @@ class Runner:
         budgets = {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
-            won, claims = self.store.settle_and_claim(
-                [(attempt.job, done.result) for attempt, done in batch], now, leases, free
-            )
+            won, claims = self.store.settle_and_claim(batch.rows, now, leases, free)
         except Exception as error:
-            self.executor.settle_failed(batch, error)
+            self.completer.batch_failed(batch, error)
             raise
-        finally:
-            self.slots.settled(attempt for attempt, _ in batch)
-        self.executor.report_done(batch, won)
+        self.completer.batch_settled(batch, won)
         started: list[Attempt] = []
         log_claims = log.enabled(logging.DEBUG)
         for claim in claims:
@@ -352,45 +350,11 @@ class Runner:
         """The attempts holding a slot: running, or awaiting their settle."""
         return self.slots.in_flight()
 
-    # -- internals -------------------------------------------------------------
-
-    def _execute(self, attempt: Attempt) -> None:
-        try:
-            self.executor.execute(attempt)
-        finally:
-            if not attempt.handed_off:
-                # A finish the loop has not seen (a worker's own settle): free
-                # the slot first, so the pass the ring asks for finds it free.
-                self.slots.settled([attempt])
-                self.slots.finished(attempt)
-
-    def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
-        """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
-        self._completed.append((attempt, outcome))
-        self.slots.finished(attempt)
-
-    def _take_completed(self) -> list[tuple[Attempt, Done]]:
-        batch = []
-        while self._completed:
-            batch.append(self._completed.popleft())
-        return batch
-
-    def _settle_completed(self, now: datetime) -> None:
-        """Settle every queued `Done` in one batch, then free their slots."""
-        batch = self._take_completed()
-        if not batch:
-            return
-        try:
-            self.executor.complete_many(batch, now)
-        finally:
-            self.slots.settled(attempt for attempt, _ in batch)
-
     def _reap(self, now: datetime) -> None:
+        """Time out the attempts past their budget (the completer settles them)."""
         for attempt in self.in_flight():
             if attempt.deadline <= now:
-                self.executor.time_out(attempt, now)
-                self.slots.settled([attempt])
-                self.slots.finished(attempt)
+                self.completer.time_out(attempt, now)
 
     def _refresh(self, *, force: bool = False) -> JobsSettings:
         """The config in force: read again when stale or `force`; tell maintenance
