@@ -5,11 +5,11 @@ Hypothesis drives enqueues over a few identities, passes of two runners (A and
 B) at a clock the machine controls, the end of any attempt that ever held a
 claim (stale ones whose claim was taken over included), timeouts, lease
 expiry, and cancels, on the test database. Every outcome takes the path a
-runner takes in production: each runner is its slots and completer, wired as
-`Runner` wires them (only the loop and the worker threads are the
+runner takes in production: each runner is its slots, completer and executor,
+wired as `Runner` wires them (only the loop and the worker threads are the
 machine's). A pass is the producer's: the `Done` attempts waiting in the
 runner's completer are settled in the same `Store.settle_and_claim` that claims
-up to a few ready rows, and each claim becomes an attempt in its slots. An
+up to a few ready rows, and the executor builds an attempt for each claim. An
 attempt that ends goes to its runner's completer as a worker hands it over: a
 `Done` waits for that runner's next pass; `Retry`, `Failed` and `Reschedule`
 are settled at once by the completer's fenced single settles, as is a timeout
@@ -59,6 +59,7 @@ from jobs.models import LIVE_STATES, SETTLED_STATES, Job, State
 from jobs.registry import Registry
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
+from jobs.runner.executor import Executor
 from jobs.runner.slots import Slots
 from jobs.store import Store, for_database
 
@@ -105,9 +106,10 @@ class Lane:
     """One runner's parts, wired as `Runner.__init__` wires them, without its loop
     and worker threads: the machine makes its passes and ends its attempts."""
 
-    def __init__(self, store: Store, clock: Callable[[], datetime]) -> None:
+    def __init__(self, store: Store, registry: Registry, clock: Callable[[], datetime]) -> None:
         self.slots = Slots(threading.Event())
         self.completer = Completer(store, self.slots, clock)
+        self.executor = Executor(registry, self.completer, clock)
 
 
 def owns(row: dict[str, Any], job: Job) -> bool:
@@ -131,7 +133,9 @@ class QueueMachine(RuleBasedStateMachine):
         handler = self.registry.get(KIND)
         assert isinstance(handler, Counting)
         self.handler = handler
-        self.lanes = {name: Lane(self.store, clock=lambda: self.now) for name in RUNNERS}
+        self.lanes = {
+            name: Lane(self.store, self.registry, clock=lambda: self.now) for name in RUNNERS
+        }
         #: Every claim ever made, in order, and each by its attempt.
         self.held: list[Held] = []
         self.held_by: dict[Attempt, Held] = {}
@@ -234,11 +238,11 @@ class QueueMachine(RuleBasedStateMachine):
         batch = lane.completer.done_batch()
         before = {attempt.job.id: self.row(attempt.job.id) for attempt in batch.attempts}
         owners = {a.job.id for a in batch.attempts if owns(before[a.job.id], a.job)}
-        won, claims = self.store.settle_and_claim(batch.rows, self.now, {KIND: LEASE}, limit)
+        budgets = lane.executor.budgets(SETTINGS, self.now)
+        leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
+        won, claims = self.store.settle_and_claim(batch.rows, self.now, leases, limit)
         lane.completer.batch_settled(batch, won)
-        started = [
-            Attempt(claim, self.handler, SETTINGS, SETTINGS.lease, self.now) for claim in claims
-        ]
+        started = lane.executor.attempts(claims, SETTINGS, budgets, self.now)
         lane.slots.started(started)
 
         assert won == owners, "the batch settles exactly the rows its attempts still own"

@@ -1,10 +1,12 @@
-"""One attempt, as a pipeline of small steps: refuse or run it within its budget,
-classify how it ended, and hand that to the completer.
+"""One attempt, as a pipeline of small steps: build it from a claim, refuse or
+run it within its budget, classify how it ended, and hand that to the completer.
 
-The executor settles nothing itself: every outcome, whatever it is, goes to
-the completer (`jobs.runner.completer`), so there is one path from a finished
-attempt to its row. `execute` runs on a worker thread with that thread's own
-database connection.
+Budgets are resolved here, once per pass for every kind, because an attempt is
+built under the budget its claim's lease was written for. The executor settles
+nothing itself: every outcome, whatever it is, goes to the completer
+(`jobs.runner.completer`), so there is one path from a finished attempt to its
+row. `execute` runs on a worker thread with that thread's own database
+connection.
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import traceback
 import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
+from jobs import log
+from jobs.config import JobsSettings
+from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job
-from jobs.runner.attempt import Attempt
+from jobs.registry import Registry
+from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.spec import strict_json
+from jobs.store import Claim
 
 Clock = Callable[[], datetime]
 
@@ -29,9 +36,75 @@ Clock = Callable[[], datetime]
 class Executor:
     """Runs the attempts of one runner, handing each outcome to `completer`."""
 
-    def __init__(self, completer: Completer, clock: Clock) -> None:
+    def __init__(self, registry: Registry, completer: Completer, clock: Clock) -> None:
+        self.registry = registry
         self.completer = completer
         self.clock = clock
+
+    # -- building attempts (on the loop thread) --------------------------------
+
+    def budgets(self, settings: JobsSettings, now: datetime) -> dict[str, timedelta]:
+        """Each registered kind's attempt budget for a claim at `now`: what the
+        claim writes each kind's lease from, and what `attempts` builds under."""
+        return {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
+
+    def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
+        """The handler's own attempt budget, or the configured one when it has none.
+
+        A `lease()` that is not a positive timedelta, or so long that the
+        lease written from it would pass year 9999, would fail every claim for
+        every kind; it is logged and the configured budget used instead.
+        """
+        try:
+            budget = handler.lease()
+            if budget is None:
+                return settings.lease
+            if not isinstance(budget, timedelta) or budget <= timedelta(0):
+                raise TypeError(f"not a positive timedelta: {budget!r}")
+            now + lease_for(budget)  # raises OverflowError past year 9999
+        except Exception as error:
+            log.event(
+                "handler_lease_invalid",
+                logging.ERROR,
+                outcome="failure",
+                kind=handler.kind,
+                error=repr(error),
+                using=f"lease_seconds ({settings.lease_seconds})",
+            )
+            return settings.lease
+        return budget
+
+    def attempts(
+        self,
+        claims: list[Claim],
+        settings: JobsSettings,
+        budgets: dict[str, timedelta],
+        now: datetime,
+    ) -> list[Attempt]:
+        """An attempt for each claim made at `now` under `settings` and `budgets`,
+        each claim logged (a takeover always, an ordinary claim at DEBUG only)."""
+        attempts: list[Attempt] = []
+        log_claims = log.enabled(logging.DEBUG)
+        for claim in claims:
+            job = claim.job
+            handler = self.registry.get(job.kind)
+            assert handler is not None, "a claim only returns kinds the registry has"
+            attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
+            if claim.reclaimed or log_claims:
+                log.event(
+                    "job_reclaimed" if claim.reclaimed else "job_claimed",
+                    logging.WARNING if claim.reclaimed else logging.DEBUG,
+                    outcome="claimed",
+                    job_id=job.id,
+                    kind=job.kind,
+                    key=job.key,
+                    attempt=job.attempts,
+                    lease_expires_at=job.lease_expires_at.isoformat()
+                    if job.lease_expires_at
+                    else "",
+                )
+            attempts.append(attempt)
+        return attempts
 
     # -- the pipeline (on a worker thread) -------------------------------------
 

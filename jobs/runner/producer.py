@@ -1,12 +1,15 @@
-"""The runner's loop: read the config, time out overrunning attempts, claim up to the
-free slots, hand each claim to a worker thread, and sleep until woken or the poll
-interval passes.
+"""The runner's loop: how many can I take, take them, hand them on; then sleep
+until woken or the poll interval passes.
 
-The producer owns the count of attempts in flight, so `max_concurrent` is
-enforced here, per pass: raising it widens the next claim, lowering it only
-stops claiming until running attempts finish. While idle it re-reads the
-config at least every `CONFIG_CHECK_SECONDS`, and any change ends the wait at
-once, so a new poll interval cuts short a sleep begun at the old one.
+Each pass reads the config, times out overrunning attempts, counts the free
+slots (`jobs.runner.slots`), and claims that many rows in the same statement
+and commit that settles the `Done` batch the completer holds
+(`jobs.runner.completer`); the executor builds an attempt for each claim, and
+the worker pool runs them. `max_concurrent` is enforced here, per pass:
+raising it widens the next claim, lowering it only stops claiming until
+running attempts finish. While idle the loop re-reads the config at least
+every `CONFIG_CHECK_SECONDS`, and any change ends the wait at once, so a new
+poll interval cuts short a sleep begun at the old one.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from django.utils import timezone
 from jobs import config as jobs_config
 from jobs import log
 from jobs.config import CONFIG_NOTICE, JobsSettings
-from jobs.handlers import JobHandler
 from jobs.queue import wakeup
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
@@ -89,7 +91,7 @@ class Runner:
         self.stopping = threading.Event()
         self.slots = Slots(self.doorbell, lane, lanes)
         self.completer = Completer(self.store, self.slots, clock)
-        self.executor = Executor(self.completer, clock)
+        self.executor = Executor(self.registry, self.completer, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         #: Set when the config row should be read again before the next claim:
         #: by the config ticker, a reload request (SIGHUP, a notice) or a save
@@ -286,7 +288,7 @@ class Runner:
         share = self.slots.share(settings)
         self.presence.beat(running, share)
         free = max(0, share - running)
-        budgets = {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
+        budgets = self.executor.budgets(settings, now)
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
             won, claims = self.store.settle_and_claim(batch.rows, now, leases, free)
@@ -294,57 +296,11 @@ class Runner:
             self.completer.batch_failed(batch, error)
             raise
         self.completer.batch_settled(batch, won)
-        started: list[Attempt] = []
-        log_claims = log.enabled(logging.DEBUG)
-        for claim in claims:
-            job = claim.job
-            handler = self.registry.get(job.kind)
-            assert handler is not None, "a claim only returns kinds the registry has"
-            attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
-            if claim.reclaimed or log_claims:
-                log.event(
-                    "job_reclaimed" if claim.reclaimed else "job_claimed",
-                    logging.WARNING if claim.reclaimed else logging.DEBUG,
-                    outcome="claimed",
-                    job_id=job.id,
-                    kind=job.kind,
-                    key=job.key,
-                    attempt=job.attempts,
-                    lease_expires_at=job.lease_expires_at.isoformat()
-                    if job.lease_expires_at
-                    else "",
-                )
-            started.append(attempt)
+        started = self.executor.attempts(claims, settings, budgets, now)
         self.slots.started(started)
         self.pool.submit_many(started)
         self.passes += 1
         return len(claims), free
-
-    def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
-        """The handler's own attempt budget, or the configured one when it has none.
-
-        A `lease()` that is not a positive timedelta, or so long that the
-        lease written from it would pass year 9999, would fail every claim for
-        every kind; it is logged and the configured budget used instead.
-        """
-        try:
-            budget = handler.lease()
-            if budget is None:
-                return settings.lease
-            if not isinstance(budget, timedelta) or budget <= timedelta(0):
-                raise TypeError(f"not a positive timedelta: {budget!r}")
-            now + lease_for(budget)  # raises OverflowError past year 9999
-        except Exception as error:
-            log.event(
-                "handler_lease_invalid",
-                logging.ERROR,
-                outcome="failure",
-                kind=handler.kind,
-                error=repr(error),
-                using=f"lease_seconds ({settings.lease_seconds})",
-            )
-            return settings.lease
-        return budget
 
     def in_flight(self) -> list[Attempt]:
         """The attempts holding a slot: running, or awaiting their settle."""
