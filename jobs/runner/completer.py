@@ -114,8 +114,10 @@ class Completer:
     # -- from the producer, on the loop thread -----------------------------------
 
     def time_out(self, attempt: Attempt, now: datetime) -> bool:
-        """Settle an overrunning attempt as a timed-out retry and free its slot;
-        False if it had already been taken (its worker settles it)."""
+        """Settle an overrunning attempt as a timed-out retry; False if its worker
+        had already taken it. Either way its slot is freed and the loop rung, as
+        the loop always did: for a `Done` already waiting in the batch, that is a
+        pass before the batch settles it."""
         try:
             if not attempt.take():
                 return False
