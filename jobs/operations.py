@@ -8,7 +8,6 @@ the rest, in words an operator can act on.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -17,11 +16,10 @@ from dataclasses import dataclass, field
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
-from jobs import log
+from jobs import log, retirement
 from jobs.models import Job
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
-from jobs.runner.executor import abandon
 from jobs.store import for_database
 from jobs.wakeup import wake_runners
 
@@ -110,24 +108,9 @@ def cancel(
     report, store, now = Report(), for_database(using), timezone.now()
     reason = f"cancelled by {by}"
     for job_id, job in _found(ids, using, report):
-        with transaction.atomic(using=store.using):
-            cancelled = store.cancel(job_id, now, reason)
-            if cancelled is None:
-                report.skip(f"{job.state}, not queued or running")
-                continue
+        handler = handlers.get(job.kind)
+        if retirement.cancel(store, job_id, handler, reason, now, by=by) is None:
+            report.skip(f"{job.state}, not queued or running")
+        else:
             report.touched += 1
-            cancelled.state, cancelled.last_error, cancelled.finished_at = "cancelled", reason, now
-            log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
-            handler = handlers.get(job.kind)
-            if handler is None:
-                log.event(
-                    "job_abandon_skipped",
-                    logging.WARNING,
-                    outcome="no_handler",
-                    job_id=job_id,
-                    kind=job.kind,
-                    reason="no handler for this kind in this process",
-                )
-            else:
-                abandon(handler, cancelled, reason, store.using)
     return report

@@ -1,9 +1,12 @@
-"""One attempt, as a pipeline of small steps: refuse or run, classify, settle, abandon once.
+"""One attempt, as a pipeline of small steps: build it from a claim, refuse or
+run it within its budget, classify how it ended, and hand that to the completer.
 
-Runs on a worker thread with that thread's own database connection. Every
-settle goes through the store's compare-and-set, so whichever of the worker
-and the producer's timeout gets to an attempt first settles it, and a late
-result is discarded rather than written.
+Budgets are resolved here, once per pass for every kind, because an attempt is
+built under the budget its claim's lease was written for. The executor settles
+nothing itself: every outcome, whatever it is, goes to the completer
+(`jobs.runner.completer`), so there is one path from a finished attempt to its
+row. `execute` runs on a worker thread with that thread's own database
+connection.
 """
 
 from __future__ import annotations
@@ -12,162 +15,114 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import threading
 import traceback
-import uuid
 import weakref
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from django.db import DatabaseError, connections, transaction
+from datetime import datetime, timedelta
 
 from jobs import log
-from jobs.backoff import retry_delay
 from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
-from jobs.models import Job, State
+from jobs.models import Job
+from jobs.registry import Registry
+from jobs.runner.attempt import Attempt, lease_for
+from jobs.runner.completer import Completer
 from jobs.spec import strict_json
-from jobs.store import Claim, Store
+from jobs.store import Claim
 
 Clock = Callable[[], datetime]
 
 
-def lease_for(budget: timedelta) -> timedelta:
-    """The lease written for an attempt with `budget`: slightly longer, so the
-    runner's own timeout fires before another runner could take the row."""
-    return budget + max(timedelta(seconds=1), budget / 20)
-
-
-class Attempt:
-    """One claimed row being worked on, with what it was claimed under.
-
-    The config snapshot is the one in force at claim: a reload reaches the
-    next claim, never an attempt already running.
-    """
-
-    def __init__(
-        self,
-        claim: Claim,
-        handler: JobHandler,
-        settings: JobsSettings,
-        budget: timedelta,
-        claimed_at: datetime,
-    ) -> None:
-        self.job: Job = claim.job
-        self.reclaimed = claim.reclaimed
-        #: Why the row cannot be handed to its handler (see `Claim.unusable`).
-        self.unusable = claim.unusable
-        self.handler = handler
-        self.settings = settings
-        self.budget = budget
-        self.deadline = claimed_at + budget
-        self._lock = threading.Lock()
-        self._taken = False
-        #: Set when a `Done` was handed to the producer to settle in a batch.
-        self.handed_off = False
-
-    @property
-    def finished(self) -> bool:
-        """True once the worker has an outcome, or the attempt was timed out."""
-        return self._taken
-
-    def take(self) -> bool:
-        """True for the first caller only: whoever takes the attempt settles it."""
-        with self._lock:
-            if self._taken:
-                return False
-            self._taken = True
-            return True
-
-
 class Executor:
-    def __init__(
-        self,
-        store: Store,
-        clock: Clock,
-        on_done: Callable[[Attempt, Done], None] | None = None,
-    ) -> None:
-        self.store = store
+    """Runs the attempts of one runner, handing each outcome to `completer`."""
+
+    def __init__(self, registry: Registry, completer: Completer, clock: Clock) -> None:
+        self.registry = registry
+        self.completer = completer
         self.clock = clock
-        #: Where a `Done` goes to be settled in a batch; settled here when None.
-        self.on_done = on_done
 
-    # -- the pipeline ----------------------------------------------------------
+    # -- building attempts (on the loop thread) --------------------------------
 
-    def execute(self, attempt: Attempt) -> None:
-        """Run `attempt` to its settle; called on a worker thread."""
-        refusal = attempt.unusable or self.refusal(attempt.job, self.clock())
-        if refusal is not None:
-            if attempt.take():
-                self.guarded(self.retire, attempt, refusal, self.clock())
-            return
-        outcome = self.run(attempt)
-        if not attempt.take():
-            log.event(
-                "job_result_discarded",
-                logging.WARNING,
-                outcome="discarded",
-                **_ids(attempt.job),
-                reason="the attempt was already settled as timed out",
-            )
-            return
-        if isinstance(outcome, Done) and self.on_done is not None:
-            attempt.handed_off = True
-            self.on_done(attempt, outcome)
-            return
-        self.guarded(self.settle, attempt, outcome, self.clock())
+    def budgets(self, settings: JobsSettings, now: datetime) -> dict[str, timedelta]:
+        """Each registered kind's attempt budget for a claim at `now`: what the
+        claim writes each kind's lease from, and what `attempts` builds under."""
+        return {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
 
-    def complete_many(self, batch: list[tuple[Attempt, Done]], now: datetime) -> None:
-        """Settle a batch of `Done` attempts at once; a loser is logged, never written."""
+    def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
+        """The handler's own attempt budget, or the configured one when it has none.
+
+        A `lease()` that is not a positive timedelta, or so long that the
+        lease written from it would pass year 9999, would fail every claim for
+        every kind; it is logged and the configured budget used instead.
+        """
         try:
-            won = self.store.complete_many([(a.job, d.result) for a, d in batch], now)
+            budget = handler.lease()
+            if budget is None:
+                return settings.lease
+            if not isinstance(budget, timedelta) or budget <= timedelta(0):
+                raise TypeError(f"not a positive timedelta: {budget!r}")
+            now + lease_for(budget)  # raises OverflowError past year 9999
         except Exception as error:
-            self.settle_failed(batch, error)
-            return
-        self.report_done(batch, won)
-
-    def report_done(self, batch: list[tuple[Attempt, Done]], won: set[uuid.UUID]) -> None:
-        """Log each settled `Done`, and each that lost its row to a newer claim."""
-        log_done = log.enabled(logging.DEBUG)
-        if not log_done and len(won) == len(batch):
-            return  # every one won (the ids of a batch are distinct): nothing to say
-        for attempt, _ in batch:
-            if attempt.job.id in won:
-                if log_done:
-                    log.event("job_done", logging.DEBUG, outcome="done", **_ids(attempt.job))
-            else:
-                self.lost(attempt.job, "done")
-
-    def settle_failed(self, batch: list[tuple[Attempt, Done]], error: Exception) -> None:
-        """A batch settle failed: the rows stay running until their leases expire."""
-        for attempt, _ in batch:
             log.event(
-                "job_settle_failed",
+                "handler_lease_invalid",
                 logging.ERROR,
                 outcome="failure",
-                **_ids(attempt.job),
+                kind=handler.kind,
                 error=repr(error),
+                using=f"lease_seconds ({settings.lease_seconds})",
             )
-        if isinstance(error, DatabaseError):
-            connections[self.store.using].close_if_unusable_or_obsolete()
+            return settings.lease
+        return budget
 
-    def time_out(self, attempt: Attempt, now: datetime) -> bool:
-        """Settle an overrunning attempt as a timed-out retry; False if it had settled."""
-        if not attempt.take():
-            return False
-        reason = (
-            f"attempt {attempt.job.attempts} timed out after {attempt.budget.total_seconds():g}s"
-        )
-        log.event(
-            "job_timed_out",
-            logging.WARNING,
-            outcome="timeout",
-            **_ids(attempt.job),
-            budget=attempt.budget,
-        )
-        self.guarded(self.settle, attempt, Retry(reason), now)
-        return True
+    def attempts(
+        self,
+        claims: list[Claim],
+        settings: JobsSettings,
+        budgets: dict[str, timedelta],
+        now: datetime,
+    ) -> list[Attempt]:
+        """An attempt for each claim made at `now` under `settings` and `budgets`,
+        each claim logged (a takeover always, an ordinary claim at DEBUG only)."""
+        attempts: list[Attempt] = []
+        log_claims = log.enabled(logging.DEBUG)
+        for claim in claims:
+            job = claim.job
+            handler = self.registry.get(job.kind)
+            assert handler is not None, "a claim only returns kinds the registry has"
+            attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
+            if claim.reclaimed or log_claims:
+                log.event(
+                    "job_reclaimed" if claim.reclaimed else "job_claimed",
+                    logging.WARNING if claim.reclaimed else logging.DEBUG,
+                    outcome="claimed",
+                    job_id=job.id,
+                    kind=job.kind,
+                    key=job.key,
+                    attempt=job.attempts,
+                    lease_expires_at=job.lease_expires_at.isoformat()
+                    if job.lease_expires_at
+                    else "",
+                )
+            attempts.append(attempt)
+        return attempts
+
+    # -- the pipeline (on a worker thread) -------------------------------------
+
+    def execute(self, attempt: Attempt) -> None:
+        """Refuse or run `attempt`, and hand how it ended to the completer."""
+        try:
+            refusal = attempt.unusable or self.refusal(attempt.job, self.clock())
+            if refusal is not None:
+                self.completer.refused(attempt, refusal)
+                return
+            outcome = self.run(attempt)
+        except BaseException:
+            # `run` makes every Exception a Retry; what escapes it anyway (a
+            # SystemExit, say) leaves no outcome to settle: the slot is freed
+            # and the row left to its lease, as a crash would leave it.
+            self.completer.let_go(attempt)
+            raise
+        self.completer.ended(attempt, outcome)
 
     @staticmethod
     def refusal(job: Job, now: datetime) -> str | None:
@@ -217,154 +172,6 @@ class Executor:
             "not Done, Retry, Failed or Reschedule"
         )
 
-    def settle(self, attempt: Attempt, outcome: Outcome, now: datetime) -> None:
-        job = attempt.job
-        if isinstance(outcome, Done):
-            if self.store.complete(job, now, outcome.result):
-                log.event("job_done", logging.DEBUG, outcome="done", **_ids(job))
-            else:
-                self.lost(job, "done")
-        elif isinstance(outcome, Retry):
-            self.retry(attempt, outcome.reason, now)
-        elif isinstance(outcome, Failed):
-            self.retire(attempt, outcome.reason, now)
-        else:
-            run_at = _after(now, outcome.delay)
-            if run_at is None:
-                self.retire(
-                    attempt,
-                    f"Reschedule({outcome.delay!r}) puts the next run past the latest instant "
-                    f"a date can hold ({_LATEST.isoformat()})",
-                    now,
-                )
-            elif self.store.reschedule(job, now, run_at):
-                log.event(
-                    "job_rescheduled",
-                    outcome="reschedule",
-                    **_ids(job),
-                    next_run_at=run_at.isoformat(),
-                )
-            else:
-                self.lost(job, "reschedule")
-
-    def retry(self, attempt: Attempt, reason: str, now: datetime) -> None:
-        job, settings = attempt.job, attempt.settings
-        if job.attempts >= job.max_attempts:
-            self.retire(
-                attempt,
-                f"gave up after {job.attempts} of {job.max_attempts} attempts: {reason}",
-                now,
-            )
-            return
-        run_at = _after(
-            now,
-            retry_delay(job.attempts, settings.retry_base_seconds, settings.retry_max_seconds),
-        )
-        if run_at is None:
-            self.retire(
-                attempt,
-                f"the next attempt would fall past the latest instant a date can hold "
-                f"({_LATEST.isoformat()}): {reason}",
-                now,
-            )
-            return
-        if job.deadline is not None and run_at >= job.deadline:
-            self.retire(
-                attempt,
-                f"deadline {job.deadline.isoformat()} comes before the next attempt at "
-                f"{run_at.isoformat()}: {reason}",
-                now,
-            )
-            return
-        if self.store.retry(job, now, run_at, reason):
-            log.event(
-                "job_retry",
-                outcome="retry",
-                **_ids(job),
-                next_run_at=run_at.isoformat(),
-                error=_first_line(reason),
-            )
-        else:
-            self.lost(job, "retry")
-
-    def retire(
-        self, attempt: Attempt, reason: str, now: datetime, state: str = State.FAILED
-    ) -> bool:
-        """Settle for good and call `abandon` once, in one transaction.
-
-        `abandon` runs in a savepoint: its writes commit with the retirement,
-        and if it raises they are rolled back while the retirement still
-        commits. It is never called again, since the row is no longer live.
-        """
-        job = attempt.job
-        with transaction.atomic(using=self.store.using):
-            if not self.store.retire(job, now, reason, state):
-                self.lost(job, "retire")
-                return False
-            job.state, job.last_error, job.finished_at, job.lease_expires_at = (
-                state,
-                reason,
-                now,
-                None,
-            )
-            log.event(
-                "job_failed", logging.WARNING, outcome=state, **_ids(job), error=_first_line(reason)
-            )
-            abandon(attempt.handler, job, reason, self.store.using)
-        return True
-
-    def lost(self, job: Job, verb: str) -> None:
-        log.event(
-            "job_settle_lost",
-            logging.WARNING,
-            outcome="lost",
-            **_ids(job),
-            settle=verb,
-            reason="the attempt no longer owns the row",
-        )
-
-    def guarded(self, step: Callable[..., object], attempt: Attempt, *args: object) -> None:
-        """Run a settle step; a failure is logged and the lease left to expire.
-
-        The row stays `running`, so after its lease another runner takes it
-        and the spent attempt is counted: the settle is lost, never the job.
-        """
-        try:
-            step(attempt, *args)
-        except Exception as error:
-            log.event(
-                "job_settle_failed",
-                logging.ERROR,
-                outcome="failure",
-                **_ids(attempt.job),
-                error=repr(error),
-                traceback=traceback.format_exc(),
-            )
-            if isinstance(error, DatabaseError):
-                connections[self.store.using].close_if_unusable_or_obsolete()
-
-
-def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
-    """Call `handler.abandon` inside the caller's transaction, in a savepoint.
-
-    Its writes commit with the retirement around it; if it raises, they are
-    rolled back, the error is logged, and the retirement still commits.
-    """
-    try:
-        with transaction.atomic(using=using):
-            handler.abandon(job, reason)
-    except Exception as error:
-        log.event(
-            "job_abandon_failed",
-            logging.ERROR,
-            outcome="failure",
-            **_ids(job),
-            error=_first_line(repr(error)),
-            traceback=traceback.format_exc(),
-        )
-    else:
-        log.event("job_abandoned", outcome="abandoned", **_ids(job), reason=_first_line(reason))
-
 
 class BudgetExpired(Exception):
     """An async attempt was cancelled at its budget (not a TimeoutError of its own)."""
@@ -387,23 +194,6 @@ async def _bounded(coroutine: object, budget: timedelta) -> object:
         raise
 
 
-#: The latest instant a `datetime` can hold.
-_LATEST = datetime.max.replace(tzinfo=UTC)
-
-
-def _after(moment: datetime, delay: timedelta) -> datetime | None:
-    """`moment + delay`, or None when that is past the latest instant a datetime holds.
-
-    Near year 9999 (a clock or a row far in the future) the sum overflows;
-    the caller retires the job with a reason rather than crash its settle and
-    leave the row to be claimed again and again.
-    """
-    try:
-        return moment + delay
-    except OverflowError:
-        return None
-
-
 def _is_coroutine_function(method: Callable[..., object]) -> bool:
     """`inspect.iscoroutinefunction`, remembered per function: it unwraps
     partials and decorators on every call, a cost paid for every attempt."""
@@ -418,15 +208,3 @@ def _is_coroutine_function(method: Callable[..., object]) -> bool:
 
 
 _COROUTINE_FUNCTIONS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
-
-
-def _ids(job: Job) -> dict[str, Any]:
-    return {"job_id": job.id, "kind": job.kind, "key": job.key, "attempt": job.attempts}
-
-
-def _first_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    # A traceback's useful line is its last; a reason's is its first.
-    if lines and lines[0].startswith("Traceback"):
-        return lines[-1]
-    return lines[0] if lines else ""

@@ -1,22 +1,24 @@
-"""The runner's loop: read the config, time out overrunning attempts, claim up to the
-free slots, hand each claim to a worker thread, and sleep until woken or the poll
-interval passes.
+"""The runner's loop: how many can I take, take them, hand them on; then sleep
+until woken or the poll interval passes.
 
-The producer owns the count of attempts in flight, so `max_concurrent` is
-enforced here, per pass: raising it widens the next claim, lowering it only
-stops claiming until running attempts finish. While idle it re-reads the
-config at least every `CONFIG_CHECK_SECONDS`, and any change ends the wait at
-once, so a new poll interval cuts short a sleep begun at the old one.
+Each pass reads the config, times out overrunning attempts, counts the free
+slots (`jobs.runner.slots`), and claims that many rows in the same statement
+and commit that settles the `Done` batch the completer holds
+(`jobs.runner.completer`); the executor builds an attempt for each claim, and
+the worker pool runs them. `max_concurrent` is enforced here, per pass:
+raising it widens the next claim, lowering it only stops claiming until
+running attempts finish. While idle the loop re-reads the config at least
+every `CONFIG_CHECK_SECONDS`, and any change ends the wait at once, so a new
+poll interval cuts short a sleep begun at the old one.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -26,47 +28,26 @@ from django.utils import timezone
 from jobs import config as jobs_config
 from jobs import live_config, log, wakeup
 from jobs.config import JobsSettings
-from jobs.handlers import Done, JobHandler
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
-from jobs.runner.executor import Attempt, Executor, lease_for
+from jobs.runner.attempt import Attempt, lease_for
+from jobs.runner.completer import Completer
+from jobs.runner.executor import Executor
 from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
+from jobs.runner.slots import Slots
 from jobs.store import for_database
 
 #: The longest an idle runner goes without re-reading the config row, unless
 #: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
 CONFIG_CHECK_SECONDS = 1.0
 
-#: How long a pass waits for one more of the attempts the previous pass started
-#: (see `Runner._gather`).
-GATHER_SECONDS = 0.002
-
 #: Start-up against a database that does not answer yet (a deploy that starts
 #: workers before the database, a failover) waits and tries again, doubling
 #: the wait from the first to the last, rather than exiting with a traceback.
 STARTUP_RETRY_FIRST_SECONDS = 0.5
 STARTUP_RETRY_MAX_SECONDS = 5.0
-
-
-class _Gathering:
-    """The attempts one pass started, for the next pass to wait for (`Runner._gather`).
-
-    While it is `quiet`, their finishes do not ring the doorbell, except the
-    last: a pass of 8 short attempts then wakes the loop once, not 8 times,
-    and each wake-up of a thread costs the runner more CPU than a no-op job.
-    It stops being quiet when the loop stops waiting for them (the gather
-    ends, or the loop goes idle), so a finish is never left unseen.
-    """
-
-    __slots__ = ("finished", "pending", "quiet")
-
-    def __init__(self, attempts: list[Attempt]) -> None:
-        self.pending = set(attempts)
-        #: How many of them have finished so far: the gather's sign of progress.
-        self.finished = 0
-        self.quiet = True
 
 
 class Runner:
@@ -78,6 +59,9 @@ class Runner:
     (`runjobs --lanes`), each with its own connection and its share of
     `max_concurrent` (see `slots`), so one lane's statement is in the
     database while another's attempts run. Lane 0 alone calls `recover`.
+
+    Its parts: `slots` (the attempts in flight), `completer` (every settle),
+    `executor` (each attempt, on the `pool`'s threads) and `presence` (its row).
     """
 
     def __init__(
@@ -98,23 +82,16 @@ class Runner:
         self.clock = clock
         self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
-        self.executor = Executor(self.store, clock, on_done=self._completed_done)
-        self.pool: WorkerPool[Attempt] = WorkerPool(self._execute, name="jobs-worker")
         self.presence = Presence(self.using, clock, lane, lanes)
         self._listener: wakeup.Listener | None = None
         self._ticker: threading.Thread | None = None
-        self._listener_stop = threading.Event()
+        self._ticker_stop = threading.Event()
         self.doorbell = wakeup.doorbell.subscribe()
         self.stopping = threading.Event()
-        self._lock = threading.Lock()
-        #: The attempts running or awaiting their settle, in claim order (a
-        #: dict used as an ordered set: attempts hash by identity, in C).
-        self._in_flight: dict[Attempt, None] = {}
-        #: The attempts the last pass started: what `_gather` waits for.
-        self._gathering: _Gathering | None = None
-        #: Attempts that ended `Done`, waiting for the next pass to settle them
-        #: together: one statement and one commit for the batch, not one each.
-        self._completed: collections.deque[tuple[Attempt, Done]] = collections.deque()
+        self.slots = Slots(self.doorbell, lane, lanes)
+        self.completer = Completer(self.store, self.slots, clock)
+        self.executor = Executor(self.registry, self.completer, clock)
+        self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         #: Set when the config row should be read again before the next claim:
         #: by the config ticker, a reload request (SIGHUP, a notice) or a save
         #: in this process. Under load a pass does not read it every time.
@@ -193,7 +170,7 @@ class Runner:
         while not self.stopping.is_set():
             try:
                 self._refresh(force=True)
-                self.presence.register(self.registry.kinds(), self.slots(self._current))
+                self.presence.register(self.registry.kinds(), self.slots.share(self._current))
                 return True
             except (DatabaseError, InterfaceError) as error:
                 log.event(
@@ -215,7 +192,7 @@ class Runner:
 
     def _tick_config(self) -> None:
         """Mark the config stale every `JOBS_CONFIG_CHECK_SECONDS` of real time."""
-        while not self._listener_stop.wait(self._config_check):
+        while not self._ticker_stop.wait(self._config_check):
             self._config_stale.set()
 
     def stop(self) -> None:
@@ -231,13 +208,13 @@ class Runner:
         another runner takes it.
         """
         give_up = time.monotonic() + grace
-        self._stop_gathering()  # every finish rings from here on
+        self.slots.stop_gathering()  # every finish rings from here on
         while self.in_flight():
             remaining = give_up - time.monotonic()
             if remaining <= 0:
                 break
             self.doorbell.clear()
-            self._settle_completed(self.clock())
+            self.completer.settle_batch(self.clock())
             self._reap(self.clock())
             if self.in_flight():
                 self.doorbell.wait(min(remaining, self._wait_seconds()))
@@ -258,12 +235,12 @@ class Runner:
         threads busy in a handler are left behind rather than waited for.
         """
         try:
-            self._settle_completed(self.clock())
+            self.completer.settle_batch(self.clock())
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
         wakeup.doorbell.unsubscribe(self.doorbell)
-        self._listener_stop.set()
+        self._ticker_stop.set()
         if self._listener is not None:
             self._listener.stop(5)
         try:
@@ -285,7 +262,8 @@ class Runner:
     # -- one pass --------------------------------------------------------------
 
     def run_pass(self) -> tuple[int, int]:
-        """Time out overrunning attempts, then claim up to the free slots.
+        """Time out overrunning attempts, then claim up to the free slots, settling
+        the completer's `Done` batch in the same statement, and hand the claims on.
 
         Returns how many rows were claimed and how many slots were free.
         """
@@ -293,188 +271,35 @@ class Runner:
         now = self.clock()
         settings = self._refresh()
         self._reap(now)
-        self._gather()
-        batch = self._take_completed()
-        running = len(self.in_flight()) - len(batch)
-        slots = self.slots(settings)
-        self.presence.beat(running, slots)
-        free = max(0, slots - running)
-        budgets = {handler.kind: self._budget(handler, settings, now) for handler in self.registry}
+        self.slots.gather()
+        batch = self.completer.done_batch()
+        running = self.slots.taken() - len(batch)
+        share = self.slots.share(settings)
+        self.presence.beat(running, share)
+        free = max(0, share - running)
+        budgets = self.executor.budgets(settings, now)
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
-            won, claims = self.store.settle_and_claim(
-                [(attempt.job, done.result) for attempt, done in batch], now, leases, free
-            )
+            won, claims = self.store.settle_and_claim(batch.rows, now, leases, free)
         except Exception as error:
-            self.executor.settle_failed(batch, error)
+            self.completer.batch_failed(batch, error)
             raise
-        finally:
-            self._forget(attempt for attempt, _ in batch)
-        self.executor.report_done(batch, won)
-        started: list[Attempt] = []
-        log_claims = log.enabled(logging.DEBUG)
-        for claim in claims:
-            job = claim.job
-            handler = self.registry.get(job.kind)
-            assert handler is not None, "a claim only returns kinds the registry has"
-            attempt = Attempt(claim, handler, settings, budgets[job.kind], now)
-            if claim.reclaimed or log_claims:
-                log.event(
-                    "job_reclaimed" if claim.reclaimed else "job_claimed",
-                    logging.WARNING if claim.reclaimed else logging.DEBUG,
-                    outcome="claimed",
-                    job_id=job.id,
-                    kind=job.kind,
-                    key=job.key,
-                    attempt=job.attempts,
-                    lease_expires_at=job.lease_expires_at.isoformat()
-                    if job.lease_expires_at
-                    else "",
-                )
-            started.append(attempt)
-        with self._lock:
-            self._in_flight.update(dict.fromkeys(started))
-            self._gathering = _Gathering(started) if started else None
+        self.completer.batch_settled(batch, won)
+        started = self.executor.attempts(claims, settings, budgets, now)
+        self.slots.started(started)
         self.pool.submit_many(started)
         self.passes += 1
         return len(claims), free
 
-    def _gather(self) -> None:
-        """Wait a moment for the attempts the previous pass started, so the slots
-        they free are claimed together, in one statement and one commit.
-
-        Without it, short attempts (a few ms) finish one by one while a pass is
-        under way, each next pass claims the one or two slots freed so far, and
-        the drain pays a round trip and a commit per job or two. The gathering
-        stops when every attempt of the previous pass has finished, or when
-        `GATHER_SECONDS` pass with none finishing. An attempt that runs longer
-        is waited for by one pass at most: after that it is not the previous
-        pass's. The wait is on the doorbell, which the last of them rings (see
-        `_Gathering`); any other ring ends it early, since a pass (what a ring
-        asks for) follows at once.
-        """
-        gathering = self._gathering
-        if gathering is None:
-            return
-        seen = -1
-        while True:
-            self.doorbell.clear()
-            with self._lock:
-                if not gathering.pending or gathering.finished == seen:
-                    break
-                seen = gathering.finished
-                quiet = gathering.quiet
-            if self.doorbell.wait(GATHER_SECONDS) and quiet:
-                break  # the last of them, or another reason for a pass
-        with self._lock:
-            gathering.quiet = False
-            if self._gathering is gathering:
-                self._gathering = None
-
-    def _stop_gathering(self) -> bool:
-        """Make every finish ring from now on; True if some already finished unrung."""
-        with self._lock:
-            gathering = self._gathering
-            if gathering is None or not gathering.quiet:
-                return False
-            gathering.quiet = False
-            return gathering.finished > 0
-
-    def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
-        """The handler's own attempt budget, or the configured one when it has none.
-
-        A `lease()` that is not a positive timedelta, or so long that the
-        lease written from it would pass year 9999, would fail every claim for
-        every kind; it is logged and the configured budget used instead.
-        """
-        try:
-            budget = handler.lease()
-            if budget is None:
-                return settings.lease
-            if not isinstance(budget, timedelta) or budget <= timedelta(0):
-                raise TypeError(f"not a positive timedelta: {budget!r}")
-            now + lease_for(budget)  # raises OverflowError past year 9999
-        except Exception as error:
-            log.event(
-                "handler_lease_invalid",
-                logging.ERROR,
-                outcome="failure",
-                kind=handler.kind,
-                error=repr(error),
-                using=f"lease_seconds ({settings.lease_seconds})",
-            )
-            return settings.lease
-        return budget
-
-    def slots(self, settings: JobsSettings) -> int:
-        """This lane's share of `max_concurrent`; the shares add up to it, so a
-        process never runs more attempts than the config allows."""
-        share, left_over = divmod(settings.max_concurrent, self.lanes)
-        return share + (1 if self.lane < left_over else 0)
-
     def in_flight(self) -> list[Attempt]:
-        with self._lock:
-            return list(self._in_flight)
-
-    # -- internals -------------------------------------------------------------
-
-    def _execute(self, attempt: Attempt) -> None:
-        try:
-            self.executor.execute(attempt)
-        finally:
-            if not attempt.handed_off:
-                self._release(attempt)
-
-    def _completed_done(self, attempt: Attempt, outcome: Done) -> None:
-        """A worker's `Done`: queue it for the next pass to settle, and wake the producer."""
-        self._completed.append((attempt, outcome))
-        self._ring_finished(attempt)
-
-    def _ring_finished(self, attempt: Attempt) -> None:
-        """Ring for a finished attempt, unless a gathering waits for others (`_Gathering`)."""
-        with self._lock:
-            gathering = self._gathering
-            if gathering is not None and attempt in gathering.pending:
-                gathering.pending.discard(attempt)
-                gathering.finished += 1
-                if gathering.quiet and gathering.pending:
-                    return
-        self.doorbell.set()
-
-    def _take_completed(self) -> list[tuple[Attempt, Done]]:
-        batch = []
-        while self._completed:
-            batch.append(self._completed.popleft())
-        return batch
-
-    def _settle_completed(self, now: datetime) -> None:
-        """Settle every queued `Done` in one batch, then free their slots."""
-        batch = self._take_completed()
-        if not batch:
-            return
-        try:
-            self.executor.complete_many(batch, now)
-        finally:
-            self._forget(attempt for attempt, _ in batch)
-
-    def _release(self, attempt: Attempt) -> None:
-        """Free `attempt`'s slot and ring the doorbell: for a finish the loop
-        has not seen (a worker's own settle, a timeout)."""
-        self._forget([attempt])
-        self._ring_finished(attempt)
-
-    def _forget(self, attempts: Iterable[Attempt]) -> None:
-        """Free the slots of attempts the loop itself has just settled; no ring,
-        since the loop is the one that would answer it."""
-        with self._lock:
-            for attempt in attempts:
-                self._in_flight.pop(attempt, None)
+        """The attempts holding a slot: running, or awaiting their settle."""
+        return self.slots.in_flight()
 
     def _reap(self, now: datetime) -> None:
+        """Time out the attempts past their budget (the completer settles them)."""
         for attempt in self.in_flight():
             if attempt.deadline <= now:
-                self.executor.time_out(attempt, now)
-                self._release(attempt)
+                self.completer.time_out(attempt, now)
 
     def _refresh(self, *, force: bool = False) -> JobsSettings:
         """The config in force: read again when stale or `force`; tell maintenance
@@ -495,7 +320,7 @@ class Runner:
         Elapsed time is counted from the waits themselves rather than a clock,
         so a frozen clock in tests cannot stretch or shrink it.
         """
-        if self._stop_gathering():
+        if self.slots.stop_gathering():
             return  # attempts finished while the pass ran: settle them now
         waited = 0.0
         while not self.stopping.is_set():
@@ -508,7 +333,7 @@ class Runner:
             try:
                 if self._refresh(force=True) != before:
                     return
-                self.presence.beat(len(self.in_flight()), self.slots(self._current))
+                self.presence.beat(len(self.in_flight()), self.slots.share(self._current))
             except (DatabaseError, InterfaceError):
                 return  # the next pass reports it
 

@@ -4,6 +4,7 @@ retires the job saying why, or runs it as usual, and keeps serving."""
 from __future__ import annotations
 
 from datetime import timedelta
+from threading import Event
 from typing import Any
 
 import pytest
@@ -13,7 +14,9 @@ from django.utils import timezone
 
 from jobs import JobSpec, Reschedule, Retry, enqueue
 from jobs.models import Job, JobsConfig, State
-from jobs.runner.executor import Attempt, Executor
+from jobs.runner.attempt import Attempt
+from jobs.runner.completer import Completer
+from jobs.runner.slots import Slots
 from jobs.store import for_database
 from tests.helpers import running, wait_until
 from tests.integration.bad_rows.support import (
@@ -116,7 +119,8 @@ def test_a_retry_whose_backoff_would_pass_year_9999_retires_the_job_saying_why(h
     claim = store.claim(timezone.now(), {KIND: LEASE}, 1)[0]
     attempt = Attempt(claim, handler, JobsConfig.load().as_settings(), LEASE, timezone.now())
     near_the_end = LATEST - timedelta(minutes=1)
-    Executor(store, clock=lambda: near_the_end).settle(attempt, Retry("503"), near_the_end)
+    completer = Completer(store, Slots(Event()), clock=lambda: near_the_end)
+    completer.settle(attempt, Retry("503"), near_the_end)
 
     job = Job.objects.get(key="k")
     assert job.state == State.FAILED, "the job is retired rather than the settle crashing"

@@ -16,11 +16,11 @@ def test_lanes_split_max_concurrent_into_shares_that_add_up_to_it(make_runner, c
     shares = [make_runner(lane=lane, lanes=3) for lane in range(3)]
     config = shares[0].settings()
 
-    assert [runner.slots(config) for runner in shares] == [3, 3, 2]
+    assert [runner.slots.share(config) for runner in shares] == [3, 3, 2]
 
     configure(max_concurrent=1)
     pair = [make_runner(lane=lane, lanes=2) for lane in range(2)]
-    assert [runner.slots(pair[0].settings()) for runner in pair] == [1, 0], (
+    assert [runner.slots.share(pair[0].settings()) for runner in pair] == [1, 0], (
         "a lane without a share claims nothing"
     )
 

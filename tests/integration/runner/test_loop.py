@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs import Done, JobSpec, enqueue
 from jobs.models import LIVE_STATES, Job, State
-from jobs.runner import producer
+from jobs.runner import slots
 from tests.helpers import wait_until
 from tests.integration.runner.support import (
     WAIT,
@@ -84,7 +84,7 @@ def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
     """Attempts of one pass finish 20 ms apart; the next pass waits for them
     (here without a time limit) and settles and refills all four slots in one
     statement, instead of a pass per finished attempt."""
-    monkeypatch.setattr(producer, "GATHER_SECONDS", WAIT)
+    monkeypatch.setattr(slots, "GATHER_SECONDS", WAIT)
     install(registry, Staggered)
     configure(max_concurrent=4)
     for n in range(8):
@@ -109,7 +109,7 @@ def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
 def test_a_pass_waits_for_a_long_attempt_once_and_later_passes_not_at_all(
     registry, make_runner, configure, blocked, monkeypatch
 ):
-    monkeypatch.setattr(producer, "GATHER_SECONDS", 0.01)
+    monkeypatch.setattr(slots, "GATHER_SECONDS", 0.01)
     configure(max_concurrent=2)
     assert enqueue(JobSpec.now(Blocks.kind, "long"))
     runner = make_runner(registry=registry)
@@ -137,7 +137,7 @@ def test_a_pass_of_short_attempts_wakes_the_loop_once_when_the_last_of_them_fini
 ):
     """Each wake-up of the loop costs more CPU than a no-op job, so the
     attempts one pass started ring the doorbell once between them, not once each."""
-    monkeypatch.setattr(producer, "GATHER_SECONDS", WAIT)
+    monkeypatch.setattr(slots, "GATHER_SECONDS", WAIT)
     install(registry, Succeeds)
     configure(max_concurrent=4)
     for n in range(4):
@@ -154,7 +154,7 @@ def test_a_pass_of_short_attempts_wakes_the_loop_once_when_the_last_of_them_fini
 
     assert runner.run_pass() == (4, 4)
     assert wait_until(
-        lambda: len(runner._completed) == 4 and runner.pool.idle() == runner.pool.size
+        lambda: runner.completer.waiting() == 4 and runner.pool.idle() == runner.pool.size
     )
     assert runner.run_pass() == (0, 4), "the second pass settles the four"
 

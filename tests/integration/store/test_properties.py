@@ -1,16 +1,26 @@
 """Property-based: a state machine over the real store explores what hand-written
 examples miss.
 
-Hypothesis drives enqueues over a few identities, claims by two runners (A and
-B) at a clock the machine controls, settles by any attempt that ever held a
-claim (stale ones whose claim was taken over included), lease expiry, and
-cancels, on the test database. After every step it checks the queue's promises:
+Hypothesis drives enqueues over a few identities, passes of two runners (A and
+B) at a clock the machine controls, the end of any attempt that ever held a
+claim (stale ones whose claim was taken over included), timeouts, lease
+expiry, and cancels, on the test database. Every outcome takes the path a
+runner takes in production: each runner is its slots, completer and executor,
+wired as `Runner` wires them (only the loop and the worker threads are the
+machine's). A pass is the producer's: the `Done` attempts waiting in the
+runner's completer are settled in the same `Store.settle_and_claim` that claims
+up to a few ready rows, and the executor builds an attempt for each claim. An
+attempt that ends goes to its runner's completer as a worker hands it over: a
+`Done` waits for that runner's next pass; `Retry`, `Failed` and `Reschedule`
+are settled at once by the completer's fenced single settles, as is a timeout
+by the loop; a result after a timeout is discarded. After every step it checks
+the queue's promises:
 
 - at most one live row per (kind, key);
 - a row's attempts never exceed its max_attempts by more than the number of
   its claims that never settled ("crashes");
-- abandon is called at most once per job (through `Executor.retire` or
-  `jobs.operations.cancel`);
+- abandon is called at most once per job (through `jobs.retirement`, from the
+  completer or `jobs.operations.cancel`);
 - a settled row never changes again;
 - the attempt that owns a row always settles it, and any other attempt's
   settle writes nothing (fencing).
@@ -22,7 +32,9 @@ examples never see each other's rows. `derandomize` makes CI runs repeatable.
 from __future__ import annotations
 
 import collections
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,14 +57,19 @@ from jobs.config import JobsSettings
 from jobs.handlers import Outcome
 from jobs.models import LIVE_STATES, SETTLED_STATES, Job, State
 from jobs.registry import Registry
-from jobs.runner.executor import Attempt, Executor
-from jobs.store import Claim, for_database
+from jobs.runner.attempt import Attempt, lease_for
+from jobs.runner.completer import Completer
+from jobs.runner.executor import Executor
+from jobs.runner.slots import Slots
+from jobs.store import Store, for_database
 
 KIND = "test.property"
 KEYS = ["a", "b", "c"]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-LEASE = timedelta(seconds=60)
 SETTINGS = JobsSettings(max_attempts=3, retry_base_seconds=1, retry_max_seconds=4, lease_seconds=60)
+#: The lease a claim writes for the configured budget (`lease_seconds`).
+LEASE = lease_for(SETTINGS.lease)
+RUNNERS = ["A", "B"]
 
 OUTCOMES: dict[str, Outcome] = {
     "complete": Done(),
@@ -76,11 +93,32 @@ class Counting(JobHandler):
 
 @dataclass
 class Held:
-    """One claim a runner made, and whether its attempt has settled the row."""
+    """One claim a runner made, its attempt, whether its worker has handed over how
+    it ended, and whether the attempt has settled the row."""
 
     runner: str
-    claim: Claim
+    attempt: Attempt
+    ended: bool = False
     won: bool = False
+
+
+class Lane:
+    """One runner's parts, wired as `Runner.__init__` wires them, without its loop
+    and worker threads: the machine makes its passes and ends its attempts."""
+
+    def __init__(self, store: Store, registry: Registry, clock: Callable[[], datetime]) -> None:
+        self.slots = Slots(threading.Event())
+        self.completer = Completer(store, self.slots, clock)
+        self.executor = Executor(registry, self.completer, clock)
+
+
+def owns(row: dict[str, Any], job: Job) -> bool:
+    """Whether the attempt that claimed `job` still owns `row`, as a settle's fence reads it."""
+    return bool(
+        row["state"] == State.RUNNING
+        and row["attempts"] == job.attempts
+        and row["lease_expires_at"] == job.lease_expires_at
+    )
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -95,12 +133,15 @@ class QueueMachine(RuleBasedStateMachine):
         handler = self.registry.get(KIND)
         assert isinstance(handler, Counting)
         self.handler = handler
-        self.executor = Executor(self.store, clock=lambda: self.now)
-        #: Every claim ever made, in order.
+        self.lanes = {
+            name: Lane(self.store, self.registry, clock=lambda: self.now) for name in RUNNERS
+        }
+        #: Every claim ever made, in order, and each by its attempt.
         self.held: list[Held] = []
+        self.held_by: dict[Attempt, Held] = {}
         #: Per row, the claims made since its attempts were last reset.
         self.since_reset: dict[uuid.UUID, list[Held]] = collections.defaultdict(list)
-        #: Every row's id, in the order it was queued (random ids, fixed order).
+        #: Every row's id, in the order it was queued.
         self.ids: list[uuid.UUID] = []
         #: Settled rows as they were when first seen settled.
         self.settled: dict[uuid.UUID, dict[str, Any]] = {}
@@ -115,12 +156,64 @@ class QueueMachine(RuleBasedStateMachine):
         return dict(Job.objects.filter(id=job_id).values().get())
 
     def queue(self, key: str, max_attempts: int) -> bool:
-        """Enqueue one job at the machine's clock; note its id, in order, if it was new."""
+        """Enqueue one job at the machine's clock; note its id, in order, if it was new.
+
+        Ids are numbered in the order jobs are queued rather than random: a claim
+        takes rows of one `run_at` in the order of their ids on MySQL (InnoDB
+        keeps rows in primary-key order), and with random ids the same steps
+        claimed different rows from one run to the next, which Hypothesis
+        refuses as flaky data generation.
+        """
         spec = JobSpec(KIND, key, run_at=self.now, max_attempts=max_attempts)
-        if not enqueue(spec):
+        if not enqueue(spec, job_id=uuid.UUID(int=len(self.ids) + 1)):
             return False
         self.ids.append(Job.objects.get(kind=KIND, key=key, state__in=LIVE_STATES).id)
         return True
+
+    def running(self) -> list[Held]:
+        """The attempts whose workers have not ended them (timed out ones included)."""
+        return [held for held in self.held if not held.ended]
+
+    def overdue(self) -> list[Held]:
+        """The attempts in a runner's slots past their budget: what its loop times out."""
+        return [
+            self.held_by[attempt]
+            for lane in self.lanes.values()
+            for attempt in lane.slots.in_flight()
+            if attempt.deadline <= self.now
+        ]
+
+    def end(self, data: st.DataObject, outcome: str) -> None:
+        """A running attempt, drawn from `data`, ends with `outcome`."""
+        held = data.draw(st.sampled_from(self.running()), label="attempt")
+        held.ended = True
+        self.settles(
+            held, outcome, lambda completer: completer.ended(held.attempt, OUTCOMES[outcome])
+        )
+
+    def settles(self, held: Held, outcome: str, hand_over: Callable[[Completer], object]) -> None:
+        """Hand `held`'s attempt to its runner's completer with `hand_over`, and check
+        what that wrote: a `Done` waits for the next pass; anything else settles the
+        row now if the attempt owns it, and writes nothing if not, or if the
+        attempt's result was already settled (a timeout, then a late result)."""
+        job = held.attempt.job
+        before = self.row(job.id)
+        taken_already = held.attempt.finished
+        owner = not taken_already and owns(before, job)
+        hand_over(self.lanes[held.runner].completer)
+        after = self.row(job.id)
+        if outcome == "complete" and not taken_already:
+            assert after == before, "a Done waits in the completer for its runner's next pass"
+            return
+        if not owner:
+            assert after == before, (
+                f"a {outcome} by an attempt that does not own the row writes nothing"
+            )
+            return
+        assert after["state"] != State.RUNNING, f"the owning attempt's {outcome} settles the row"
+        held.won = True
+        if after["attempts"] == 0:  # rescheduled: a fresh budget
+            self.since_reset[job.id] = []
 
     # -- rules --------------------------------------------------------------------
 
@@ -137,37 +230,65 @@ class QueueMachine(RuleBasedStateMachine):
             "enqueue takes a free identity and refuses one a live row holds"
         )
 
-    @rule(runner=st.sampled_from(["A", "B"]), limit=st.integers(1, 3))
-    def claim(self, runner: str, limit: int) -> None:
-        for claim in self.store.claim(self.now, {KIND: LEASE}, limit):
-            assert claim.unusable is None, "a row written by enqueue is always usable"
-            held = Held(runner, claim)
-            self.held.append(held)
-            self.since_reset[claim.job.id].append(held)
+    @rule(runner=st.sampled_from(RUNNERS), limit=st.integers(1, 3))
+    def run_pass(self, runner: str, limit: int) -> None:
+        """One pass of `runner`'s producer: its completer's `Done` batch settles in
+        the statement that claims up to `limit` ready rows, as `Runner.run_pass` does."""
+        lane = self.lanes[runner]
+        batch = lane.completer.done_batch()
+        before = {attempt.job.id: self.row(attempt.job.id) for attempt in batch.attempts}
+        owners = {a.job.id for a in batch.attempts if owns(before[a.job.id], a.job)}
+        budgets = lane.executor.budgets(SETTINGS, self.now)
+        leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
+        won, claims = self.store.settle_and_claim(batch.rows, self.now, leases, limit)
+        lane.completer.batch_settled(batch, won)
+        started = lane.executor.attempts(claims, SETTINGS, budgets, self.now)
+        lane.slots.started(started)
 
-    @precondition(lambda self: bool(self.held))
-    @rule(data=st.data(), outcome=st.sampled_from(sorted(OUTCOMES)))
-    def settle(self, data: st.DataObject, outcome: str) -> None:
-        held = data.draw(st.sampled_from(self.held), label="attempt")
-        job = held.claim.job
-        before = self.row(job.id)
-        owns = (
-            before["state"] == State.RUNNING
-            and before["attempts"] == job.attempts
-            and before["lease_expires_at"] == job.lease_expires_at
-        )
-        attempt = Attempt(held.claim, self.handler, SETTINGS, LEASE, self.now)
-        self.executor.settle(attempt, OUTCOMES[outcome], self.now)
-        after = self.row(job.id)
-        if not owns:
-            assert after == before, (
-                f"a {outcome} by an attempt that does not own the row writes nothing"
-            )
-            return
-        assert after["state"] != State.RUNNING, f"the owning attempt's {outcome} settles the row"
-        held.won = True
-        if after["attempts"] == 0:  # rescheduled: a fresh budget
-            self.since_reset[job.id] = []
+        assert won == owners, "the batch settles exactly the rows its attempts still own"
+        claimed = {claim.job.id for claim in claims}
+        for attempt in batch.attempts:
+            job, after = attempt.job, self.row(attempt.job.id)
+            if job.id in owners:
+                assert after["state"] == State.DONE, "the owning attempt's Done settles the row"
+                if owns(before[job.id], job):
+                    self.held_by[attempt].won = True
+            elif job.id in claimed:
+                assert (after["finished_at"], after["result"]) == (
+                    before[job.id]["finished_at"],
+                    before[job.id]["result"],
+                ), "a Done by an attempt that does not own the row writes nothing"
+                assert after["state"] == State.RUNNING, "only the pass's own claim moved it"
+            else:
+                assert after == before[job.id], (
+                    "a Done by an attempt that does not own the row writes nothing"
+                )
+        for attempt in started:
+            assert attempt.unusable is None, "a row written by enqueue is always usable"
+            held = Held(runner, attempt)
+            self.held.append(held)
+            self.held_by[attempt] = held
+            self.since_reset[attempt.job.id].append(held)
+
+    @precondition(lambda self: bool(self.running()))
+    @rule(data=st.data())
+    def end_done(self, data: st.DataObject) -> None:
+        """An attempt ends `Done`, handed to its runner's completer as a worker hands
+        it. A rule of its own, since a `Done` takes a path of its own (the batch)."""
+        self.end(data, "complete")
+
+    @precondition(lambda self: bool(self.running()))
+    @rule(data=st.data(), outcome=st.sampled_from(sorted(set(OUTCOMES) - {"complete"})))
+    def end_otherwise(self, data: st.DataObject, outcome: str) -> None:
+        """An attempt ends with `outcome`, handed to its runner's completer as a worker hands it."""
+        self.end(data, outcome)
+
+    @precondition(lambda self: bool(self.overdue()))
+    @rule(data=st.data())
+    def time_out(self, data: st.DataObject) -> None:
+        """A runner's loop times out an attempt in its slots that overran its budget."""
+        held = data.draw(st.sampled_from(self.overdue()), label="attempt")
+        self.settles(held, "timeout", lambda completer: completer.time_out(held.attempt, self.now))
 
     @rule(seconds=st.integers(0, 10))
     def tick(self, seconds: int) -> None:

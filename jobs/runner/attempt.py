@@ -1,0 +1,63 @@
+"""One claimed row being worked on: what the producer hands on, the executor runs,
+the slots count and the completer settles.
+
+Its own module, so that those four can all name it without importing each
+other. Attempts are kept by identity (they hash as objects do, in C), never by
+job id: a UUID's hash is computed in Python, once per lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+
+from jobs.config import JobsSettings
+from jobs.handlers import JobHandler
+from jobs.models import Job
+from jobs.store import Claim
+
+
+def lease_for(budget: timedelta) -> timedelta:
+    """The lease written for an attempt with `budget`: slightly longer, so the
+    runner's own timeout fires before another runner could take the row."""
+    return budget + max(timedelta(seconds=1), budget / 20)
+
+
+class Attempt:
+    """One claimed row being worked on, with what it was claimed under.
+
+    The config snapshot is the one in force at claim: a reload reaches the
+    next claim, never an attempt already running.
+    """
+
+    def __init__(
+        self,
+        claim: Claim,
+        handler: JobHandler,
+        settings: JobsSettings,
+        budget: timedelta,
+        claimed_at: datetime,
+    ) -> None:
+        self.job: Job = claim.job
+        self.reclaimed = claim.reclaimed
+        #: Why the row cannot be handed to its handler (see `Claim.unusable`).
+        self.unusable = claim.unusable
+        self.handler = handler
+        self.settings = settings
+        self.budget = budget
+        self.deadline = claimed_at + budget
+        self._lock = threading.Lock()
+        self._taken = False
+
+    @property
+    def finished(self) -> bool:
+        """True once the worker has an outcome, or the attempt was timed out."""
+        return self._taken
+
+    def take(self) -> bool:
+        """True for the first caller only: whoever takes the attempt settles it."""
+        with self._lock:
+            if self._taken:
+                return False
+            self._taken = True
+            return True

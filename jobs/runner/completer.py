@@ -1,0 +1,318 @@
+"""Where every attempt's outcome is settled: the completer.
+
+The executor hands it each finished attempt, whatever the outcome: `Done`,
+`Retry`, `Failed`, `Reschedule`, a row refused without running, or nothing at
+all; the producer's loop hands it the attempts that overran their budget. It
+settles each in one of two ways:
+
+- A `Done` waits, with the other `Done`s, for the producer's next pass, which
+  settles the whole batch in the same statement and commit as its claim
+  (`Store.settle_and_claim`): at a few thousand jobs a second, one commit per
+  job would be the runner's largest cost. `done_batch` gives the producer the
+  batch; `batch_settled` takes back which rows were won. Whatever still waits
+  when the runner stops is settled on its own (`settle_batch`).
+- Anything else is settled at once by a fenced single-row settle on the
+  worker's own connection (retry with backoff, retire, reschedule), since it
+  is rarer and may have to call the handler's `abandon`.
+
+Every settle is fenced on its attempt (see `jobs.store.base`), so whichever
+of the worker and the loop's timeout takes an attempt first settles it, a late
+result is discarded rather than written, and a settle that lost its row is
+logged, never written. Each settled attempt's slot is freed (`Slots.settled`)
+before its finish rings the loop (`Slots.finished`), so the pass that answers
+the ring finds the slot free.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, connections
+
+from jobs import log, retirement
+from jobs.backoff import retry_delay
+from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
+from jobs.models import Job
+from jobs.retirement import first_line, job_fields
+from jobs.runner.attempt import Attempt
+from jobs.runner.slots import Slots
+from jobs.store import Store
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(slots=True)
+class DoneBatch:
+    """The `Done` attempts one settle takes, and the rows it writes for them."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    #: Each attempt's job and result, as `Store.settle_and_claim` and
+    #: `Store.complete_many` take them.
+    rows: list[tuple[Job, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.attempts)
+
+
+class Completer:
+    """Settles the attempts of one runner, whose slots are `slots`."""
+
+    def __init__(self, store: Store, slots: Slots, clock: Clock) -> None:
+        self.store = store
+        self.slots = slots
+        self.clock = clock
+        #: Attempts that ended `Done` with their results, waiting for the
+        #: next pass to settle them together: one statement and one commit for
+        #: the batch, not one each. Appended by workers, taken by the loop.
+        self._done: collections.deque[tuple[Attempt, Any]] = collections.deque()
+
+    # -- from the executor, on a worker thread -----------------------------------
+
+    def ended(self, attempt: Attempt, outcome: Outcome) -> None:
+        """`attempt` ran and ended with `outcome`: queue a `Done` for the next
+        pass, settle anything else now; discard it if the attempt was timed out."""
+        if not attempt.take():
+            log.event(
+                "job_result_discarded",
+                logging.WARNING,
+                outcome="discarded",
+                **job_fields(attempt.job),
+                reason="the attempt was already settled as timed out",
+            )
+            self.let_go(attempt)
+            return
+        if isinstance(outcome, Done):
+            self._done.append((attempt, outcome.result))
+            self.slots.finished(attempt)
+            return
+        try:
+            self._guarded(self.settle, attempt, outcome, self.clock())
+        finally:
+            self.let_go(attempt)
+
+    def refused(self, attempt: Attempt, reason: str) -> None:
+        """`attempt`'s row must not run (see `Executor.refusal`): retire it unrun."""
+        try:
+            if attempt.take():
+                self._guarded(self._retire, attempt, reason, self.clock())
+        finally:
+            self.let_go(attempt)
+
+    def let_go(self, attempt: Attempt) -> None:
+        """Free `attempt`'s slot and ring for it: its row is settled, or is left to
+        its lease (a worker that ended without an outcome, as a crash would)."""
+        self.slots.settled((attempt,))
+        self.slots.finished(attempt)
+
+    # -- from the producer, on the loop thread -----------------------------------
+
+    def time_out(self, attempt: Attempt, now: datetime) -> bool:
+        """Settle an overrunning attempt as a timed-out retry; False if its worker
+        had already taken it. Either way its slot is freed and the loop rung, as
+        the loop always did: for a `Done` already waiting in the batch, that is a
+        pass before the batch settles it."""
+        try:
+            if not attempt.take():
+                return False
+            reason = (
+                f"attempt {attempt.job.attempts} timed out "
+                f"after {attempt.budget.total_seconds():g}s"
+            )
+            log.event(
+                "job_timed_out",
+                logging.WARNING,
+                outcome="timeout",
+                **job_fields(attempt.job),
+                budget=attempt.budget,
+            )
+            self._guarded(self.settle, attempt, Retry(reason), now)
+            return True
+        finally:
+            self.let_go(attempt)
+
+    def done_batch(self) -> DoneBatch:
+        """Take the `Done` attempts waiting, for the producer's settle-and-claim.
+
+        Their slots stay taken until `batch_settled` (or `batch_failed`)."""
+        batch = DoneBatch()
+        done = self._done
+        while done:
+            attempt, result = done.popleft()
+            batch.attempts.append(attempt)
+            batch.rows.append((attempt.job, result))
+        return batch
+
+    def batch_settled(self, batch: DoneBatch, won: set[uuid.UUID]) -> None:
+        """The batch's settle wrote the rows `won`: free the slots, and log each
+        settled `Done` and each that lost its row to a newer claim."""
+        self.slots.settled(batch.attempts)
+        log_done = log.enabled(logging.DEBUG)
+        if not log_done and len(won) == len(batch):
+            return  # every one won (the ids of a batch are distinct): nothing to say
+        for attempt in batch.attempts:
+            if attempt.job.id in won:
+                if log_done:
+                    log.event("job_done", logging.DEBUG, outcome="done", **job_fields(attempt.job))
+            else:
+                self._lost(attempt.job, "done")
+
+    def batch_failed(self, batch: DoneBatch, error: Exception) -> None:
+        """The batch's settle failed: the rows stay running until their leases
+        expire, and another runner takes them (their attempts are spent)."""
+        try:
+            for attempt in batch.attempts:
+                log.event(
+                    "job_settle_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    **job_fields(attempt.job),
+                    error=repr(error),
+                )
+            if isinstance(error, DatabaseError):
+                connections[self.store.using].close_if_unusable_or_obsolete()
+        finally:
+            self.slots.settled(batch.attempts)
+
+    def settle_batch(self, now: datetime) -> None:
+        """Settle the `Done` attempts still waiting, in a statement of their own:
+        for a runner that has stopped claiming (`Runner.finish`, `Runner.close`)."""
+        batch = self.done_batch()
+        if not batch:
+            return
+        try:
+            won = self.store.complete_many(batch.rows, now)
+        except Exception as error:
+            self.batch_failed(batch, error)
+            return
+        self.batch_settled(batch, won)
+
+    def waiting(self) -> int:
+        """How many `Done` attempts wait for a settle."""
+        return len(self._done)
+
+    # -- the fenced single settles -----------------------------------------------
+
+    def settle(self, attempt: Attempt, outcome: Retry | Failed | Reschedule, now: datetime) -> None:
+        """Settle `attempt` as `outcome` now, on this thread's connection."""
+        job = attempt.job
+        if isinstance(outcome, Retry):
+            self._retry(attempt, outcome.reason, now)
+        elif isinstance(outcome, Failed):
+            self._retire(attempt, outcome.reason, now)
+        else:
+            run_at = _after(now, outcome.delay)
+            if run_at is None:
+                self._retire(
+                    attempt,
+                    f"Reschedule({outcome.delay!r}) puts the next run past the latest instant "
+                    f"a date can hold ({_LATEST.isoformat()})",
+                    now,
+                )
+            elif self.store.reschedule(job, now, run_at):
+                log.event(
+                    "job_rescheduled",
+                    outcome="reschedule",
+                    **job_fields(job),
+                    next_run_at=run_at.isoformat(),
+                )
+            else:
+                self._lost(job, "reschedule")
+
+    def _retry(self, attempt: Attempt, reason: str, now: datetime) -> None:
+        job, settings = attempt.job, attempt.settings
+        if job.attempts >= job.max_attempts:
+            self._retire(
+                attempt,
+                f"gave up after {job.attempts} of {job.max_attempts} attempts: {reason}",
+                now,
+            )
+            return
+        run_at = _after(
+            now,
+            retry_delay(job.attempts, settings.retry_base_seconds, settings.retry_max_seconds),
+        )
+        if run_at is None:
+            self._retire(
+                attempt,
+                f"the next attempt would fall past the latest instant a date can hold "
+                f"({_LATEST.isoformat()}): {reason}",
+                now,
+            )
+            return
+        if job.deadline is not None and run_at >= job.deadline:
+            self._retire(
+                attempt,
+                f"deadline {job.deadline.isoformat()} comes before the next attempt at "
+                f"{run_at.isoformat()}: {reason}",
+                now,
+            )
+            return
+        if self.store.retry(job, now, run_at, reason):
+            log.event(
+                "job_retry",
+                outcome="retry",
+                **job_fields(job),
+                next_run_at=run_at.isoformat(),
+                error=first_line(reason),
+            )
+        else:
+            self._lost(job, "retry")
+
+    def _retire(self, attempt: Attempt, reason: str, now: datetime) -> None:
+        """Retire the job and call `abandon` once (`jobs.retirement.retire`)."""
+        if not retirement.retire(self.store, attempt.job, attempt.handler, reason, now):
+            self._lost(attempt.job, "retire")
+
+    def _lost(self, job: Job, verb: str) -> None:
+        log.event(
+            "job_settle_lost",
+            logging.WARNING,
+            outcome="lost",
+            **job_fields(job),
+            settle=verb,
+            reason="the attempt no longer owns the row",
+        )
+
+    def _guarded(self, step: Callable[..., object], attempt: Attempt, *args: object) -> None:
+        """Run a settle step; a failure is logged and the lease left to expire.
+
+        The row stays `running`, so after its lease another runner takes it
+        and the spent attempt is counted: the settle is lost, never the job.
+        """
+        try:
+            step(attempt, *args)
+        except Exception as error:
+            log.event(
+                "job_settle_failed",
+                logging.ERROR,
+                outcome="failure",
+                **job_fields(attempt.job),
+                error=repr(error),
+                traceback=traceback.format_exc(),
+            )
+            if isinstance(error, DatabaseError):
+                connections[self.store.using].close_if_unusable_or_obsolete()
+
+
+#: The latest instant a `datetime` can hold.
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def _after(moment: datetime, delay: timedelta) -> datetime | None:
+    """`moment + delay`, or None when that is past the latest instant a datetime holds.
+
+    Near year 9999 (a clock or a row far in the future) the sum overflows;
+    the caller retires the job with a reason rather than crash its settle and
+    leave the row to be claimed again and again.
+    """
+    try:
+        return moment + delay
+    except OverflowError:
+        return None
