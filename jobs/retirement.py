@@ -23,6 +23,7 @@ from django.db import transaction
 from jobs import log
 from jobs.handlers import JobHandler
 from jobs.models import Job, State
+from jobs.presentation import telling_line
 from jobs.store import Store
 
 
@@ -53,7 +54,7 @@ def retire(
             logging.WARNING,
             outcome=state,
             **job_fields(job),
-            error=first_line(reason),
+            error=telling_line(reason, trim=False),
         )
         abandon(handler, job, reason, store.using)
     return True
@@ -111,12 +112,15 @@ def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
             logging.ERROR,
             outcome="failure",
             **job_fields(job),
-            error=first_line(repr(error)),
+            error=telling_line(repr(error), trim=False),
             traceback=traceback.format_exc(),
         )
     else:
         log.event(
-            "job_abandoned", outcome="abandoned", **job_fields(job), reason=first_line(reason)
+            "job_abandoned",
+            outcome="abandoned",
+            **job_fields(job),
+            reason=telling_line(reason, trim=False),
         )
 
 
@@ -124,12 +128,3 @@ def job_fields(job: Job) -> dict[str, Any]:
     """The fields every log line about one attempt of a job carries (the
     runner's completer writes its events with them too)."""
     return {"job_id": job.id, "kind": job.kind, "key": job.key, "attempt": job.attempts}
-
-
-def first_line(text: str) -> str:
-    """The line of a reason or a traceback that says what happened."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    # A traceback's useful line is its last; a reason's is its first.
-    if lines and lines[0].startswith("Traceback"):
-        return lines[-1]
-    return lines[0] if lines else ""

@@ -40,7 +40,8 @@ from jobs import log, retirement
 from jobs.backoff import retry_delay
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job
-from jobs.retirement import first_line, job_fields
+from jobs.presentation import telling_line
+from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
 from jobs.runner.slots import Slots
 from jobs.store import Store
@@ -260,7 +261,7 @@ class Completer:
                 outcome="retry",
                 **job_fields(job),
                 next_run_at=run_at.isoformat(),
-                error=first_line(reason),
+                error=telling_line(reason, trim=False),
             )
         else:
             self._lost(job, "retry")

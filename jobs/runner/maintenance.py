@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import traceback
 
-from jobs import log
+from jobs import log, sweep
 from jobs.config import JobsSettings
 from jobs.registry import Registry
 
@@ -36,6 +36,4 @@ def apply_config_change(previous: JobsSettings, current: JobsSettings) -> None:
     """Retention switched back on schedules the sweep again (switching it off
     stops the sweep at its next pass; see `jobs.sweep`)."""
     if previous.retention_days == 0 and current.retention_days > 0:
-        from jobs import sweep
-
         sweep.schedule()
