@@ -115,13 +115,13 @@ class Completer:
     # -- from the producer, on the loop thread -----------------------------------
 
     def time_out(self, attempt: Attempt, now: datetime) -> bool:
-        """Settle an overrunning attempt as a timed-out retry; False if its worker
-        had already taken it. Either way its slot is freed and the loop rung, as
-        the loop always did: for a `Done` already waiting in the batch, that is a
-        pass before the batch settles it."""
+        """Settle an overrunning attempt as a timed-out retry, free its slot and
+        ring; False, touching nothing, if its worker had already taken it: that
+        worker's settle frees the slot (a `Done` waiting in the batch holds it
+        until the batch settles), so a pass never counts it free twice."""
+        if not attempt.take():
+            return False
         try:
-            if not attempt.take():
-                return False
             reason = (
                 f"attempt {attempt.job.attempts} timed out "
                 f"after {attempt.budget.total_seconds():g}s"

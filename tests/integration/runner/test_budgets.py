@@ -10,10 +10,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from freezegun import freeze_time
 
 from jobs import Done, Failed, JobHandler, JobSpec, enqueue
 from jobs.models import Job, State
+from tests.helpers import wait_until
 from tests.integration.runner.support import T0, WAIT, Blocks, Recording, events, install, the_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -170,3 +172,34 @@ def test_an_async_run_that_overruns_its_budget_is_really_cancelled(
     assert job.state == State.QUEUED, "the cancelled attempt is retried"
     assert job.attempts == 1
     assert "timed out" in job.last_error
+
+
+def test_a_done_awaiting_its_batch_when_its_budget_passes_keeps_its_slot_until_the_batch_settles(
+    registry, make_runner, configure
+):
+    """The worker handed its `Done` over before the budget passed, so the next
+    pass settles it in its batch; until then it still holds its slot, and that
+    pass claims no more rows than `max_concurrent` leaves free."""
+    configure(max_concurrent=1)
+
+    class QuickDone(Recording):
+        kind = "test.quick_done"
+
+        def lease(self) -> timedelta:
+            return timedelta(seconds=1)
+
+    install(registry, QuickDone)
+    for n in range(3):
+        assert enqueue(JobSpec.now(QuickDone.kind, f"k{n}"))
+    moment = [timezone.now()]
+    runner = make_runner(registry=registry, clock=lambda: moment[0])
+
+    assert runner.run_pass() == (1, 1)
+    assert wait_until(
+        lambda: runner.completer.waiting() == 1 and runner.pool.idle() == runner.pool.size
+    ), "the attempt ended Done and waits for the next pass's batch"
+    moment[0] += timedelta(milliseconds=1500)  # past the budget, within the lease
+
+    assert runner.run_pass() == (1, 1), "one slot: the batch frees it, and one row is claimed"
+    assert len(runner.in_flight()) == 1
+    assert Job.objects.filter(state=State.DONE).count() == 1, "the batch settled the Done"
