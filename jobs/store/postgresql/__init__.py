@@ -117,20 +117,7 @@ class PostgreSQLStore(OrmStore):
             self.connection, sql.SETTLE_AND_CLAIM_SQL, params, plan_once=True, claimed_rows=True
         )
         won = {row[1] for row in rows if row[0] == "settled"}
-        using = self.using
-        claims = [
-            claim_from_row(
-                row[1:-1],
-                row[-1] == "running",
-                now,
-                ends,
-                using=using,
-                decode_datetime=loaded_datetime,
-            )
-            for row in rows
-            if row[0] == "claimed"
-        ]
-        return won, in_run_at_order(claims)
+        return won, self._claims([row[1:] for row in rows if row[0] == "claimed"], now, ends)
 
     def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
         if limit < 1 or not leases:
@@ -140,6 +127,13 @@ class PostgreSQLStore(OrmStore):
         rows = driver.fetch(
             self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True
         )
+        return self._claims(rows, now, ends)
+
+    def _claims(
+        self, rows: Sequence[Sequence[Any]], now: datetime, ends: Mapping[str, datetime]
+    ) -> list[Claim]:
+        """Claims from a claim's rows (its columns, then the state each row was
+        in before), oldest `run_at` first."""
         using = self.using
         claims = [
             claim_from_row(
