@@ -35,6 +35,7 @@ from jobs.store.rows import (
     Claim,
     claim_from_row,
     decode_uuid,
+    in_run_at_order,
     lease_ends,
     naive_utc_datetime,
 )
@@ -289,5 +290,4 @@ class MySQLStore(OrmStore):
             )
             for row in rows
         ]
-        claims.sort(key=lambda claim: claim.job.run_at)
-        return claims
+        return in_run_at_order(claims)

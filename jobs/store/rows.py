@@ -71,6 +71,10 @@ _UNCLAIMED_DEFAULTS = {
 
 #: The columns a claim reads back that hold a date and time.
 DATETIME_COLUMNS = ("run_at", "deadline", "created_at", "finished_at")
+#: Those of them that are never NULL: a claim that reads none there read a
+#: value its driver could not hand over as a date (MySQL's zero date, which
+#: mysqlclient gives as None).
+REQUIRED_DATETIME_COLUMNS = ("run_at", "created_at")
 
 #: How much of a value that cannot be used is quoted in the reason.
 _QUOTE_CHARS = 200
@@ -124,6 +128,11 @@ def claim_from_row(
         else:
             if raw is not None and values[column] is None:
                 problems.append(f"{column} is not a date and time: {_quote(raw)}")
+            elif raw is None and column in REQUIRED_DATETIME_COLUMNS:
+                problems.append(
+                    f"{column} is not a date and time: the driver read none "
+                    "(a zero date written by hand?)"
+                )
     for column in ("attempts", "max_attempts"):
         if isinstance(values[column], bool) or not isinstance(values[column], int):
             problems.append(f"{column} is not an integer: {_quote(values[column])}")

@@ -45,7 +45,7 @@ def write_payload_by_hand(job: Job, text: str) -> None:
 def write_column_by_hand(job: Job, column: str, value: Any) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE jobs_job SET "{column}" = %s WHERE id = %s',
+            f"UPDATE jobs_job SET {connection.ops.quote_name(column)} = %s WHERE id = %s",
             [value, for_database().prepare("id", job.id)],
         )
 
@@ -194,7 +194,10 @@ def test_postgresql_refuses_a_date_written_by_hand_that_no_datetime_holds(column
         pytest.raises(IntegrityError, match="jobs_job_dates_in_range"),
         connection.cursor() as cursor,
     ):
-        cursor.execute(f'UPDATE jobs_job SET "{column}" = %s WHERE id = %s', [value, job.id])
+        cursor.execute(
+            f"UPDATE jobs_job SET {connection.ops.quote_name(column)} = %s WHERE id = %s",
+            [value, job.id],
+        )
 
     assert getattr(reloaded(job), column) == before, "nothing is written"
 
@@ -283,3 +286,29 @@ def test_an_unusable_row_of_a_kind_with_no_handler_waits_unclaimed(handler, regi
         "a row no handler answers for is never claimed, so it waits with its attempts unspent"
     )
     assert reloaded(good).state == State.DONE, "while the runner drains the others"
+
+
+def test_a_zero_date_written_by_hand_on_mysql_is_retired_saying_which_and_the_rest_run(
+    handler, registry, make_runner
+):
+    """MySQL stores `0000-00-00` where its sql_mode allows it, and the driver hands
+    it over as None: a row that cannot say when it was due. It is retired like
+    any date that does not decode, and the rows claimed with it still run."""
+    if connection.vendor != "mysql":
+        pytest.skip("about MySQL's zero date, which PostgreSQL and SQLite never store")
+    first, bad, last = queue("first"), queue("bad"), queue("last")
+    with connection.cursor() as cursor:
+        cursor.execute("SET SESSION sql_mode = ''")  # as a permissive server would take it
+        try:
+            write_column_by_hand(bad, "run_at", "0000-00-00 00:00:00")
+        finally:
+            cursor.execute("SET SESSION sql_mode = DEFAULT")
+
+    make_runner(registry=registry).drain()
+
+    retired = reloaded_raw(bad)
+    assert retired["state"] == State.FAILED, "the row is retired as failed"
+    assert "run_at is not a date and time" in retired["last_error"], retired["last_error"]
+    assert sorted(handler.runs) == ["first", "last"], "the handler never ran it"
+    assert reloaded(first).state == State.DONE, "the rows beside it still ran"
+    assert reloaded(last).state == State.DONE
