@@ -39,18 +39,25 @@ def wait_until(
     return True
 
 
-@contextmanager
-def running(runner: Runner) -> Iterator[Runner]:
-    """Run `runner.run()` on a background thread for the duration of the block."""
+def start_loop(runner: Runner) -> threading.Thread:
+    """`runner.run()` on a thread of its own, as `runjobs` runs it, closing the
+    thread's connections when it returns; the caller stops and joins it."""
 
-    def target() -> None:
+    def serve() -> None:
         try:
             runner.run()
         finally:
             connections.close_all()
 
-    thread = threading.Thread(target=target, name="test-runner", daemon=True)
+    thread = threading.Thread(target=serve, name="test-runner", daemon=True)
     thread.start()
+    return thread
+
+
+@contextmanager
+def running(runner: Runner) -> Iterator[Runner]:
+    """Run `runner.run()` on a background thread for the duration of the block."""
+    thread = start_loop(runner)
     try:
         yield runner
     finally:

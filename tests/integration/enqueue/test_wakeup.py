@@ -9,12 +9,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from jobs import Done, JobHandler, JobSpec, enqueue, enqueue_or_log, wakeup
 from jobs.config import JobsSettings
 from jobs.models import Job, State
 from jobs.runner import Runner
+from tests.helpers import start_loop
 from tests.integration.enqueue.support import Rollback, enqueue_then_roll_back
 
 
@@ -102,14 +103,7 @@ def test_a_runner_in_this_process_starts_a_fresh_job_long_before_its_poll_interv
 
     monkeypatch.setattr(runner, "run_pass", observed_pass)
 
-    def serve() -> None:
-        try:
-            runner.run()
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=serve, name="test-runner", daemon=True)
-    thread.start()
+    thread = start_loop(runner)
     try:
         assert first_pass_done.wait(10), "the runner made its first (empty) pass"
         assert enqueue(JobSpec.now("test.wakeup", "k"))

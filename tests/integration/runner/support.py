@@ -16,12 +16,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connections
 
 from jobs import Done, Failed, JobHandler, Reschedule, Retry
 from jobs.models import Job
 from jobs.registry import Registry
-from jobs.runner import producer
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 #: How long a test waits for another thread before calling it hung.
@@ -124,18 +122,3 @@ class Blocks(Recording):
     def wait_running(self, count: int) -> bool:
         with self._lock:
             return self.changed.wait_for(lambda: self.running >= count, WAIT)
-
-
-def start_loop(runner: producer.Runner) -> threading.Thread:
-    """`runner.run()` on a thread of its own, as `runjobs` runs it, closing the
-    thread's connections when it returns."""
-
-    def serve() -> None:
-        try:
-            runner.run()
-        finally:
-            connections.close_all()
-
-    loop = threading.Thread(target=serve)
-    loop.start()
-    return loop

@@ -16,7 +16,7 @@ from django.utils import timezone
 from jobs import Done, JobSpec, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.runner import slots
-from tests.helpers import wait_until
+from tests.helpers import start_loop, wait_until
 from tests.integration.runner.support import (
     WAIT,
     Blocks,
@@ -26,7 +26,6 @@ from tests.integration.runner.support import (
     Succeeds,
     events,
     install,
-    start_loop,
     the_job,
 )
 
