@@ -379,3 +379,29 @@ def test_a_fresh_project_runs_a_job_from_the_wheel_on_postgresql_with_the_extra(
     finally:
         print("\n\n".join(fresh.transcript))
         shutil.rmtree(fresh.venv, ignore_errors=True)
+
+
+def test_requirements_txt_installs_from_wheels_alone_so_no_build_packages_are_needed(tmp_path):
+    """pip refused every source distribution here, as a machine without a
+    compiler or the MySQL client headers effectively does: each requirement,
+    and each of its dependencies, must come as a wheel for this platform."""
+    download = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            "--dest",
+            str(tmp_path),
+            "-r",
+            str(ROOT / "requirements.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert download.returncode == 0, f"requirements.txt needs a build:\n{download.stderr}"
+    assert not [p.name for p in tmp_path.iterdir() if not p.name.endswith(".whl")], "wheels only"
