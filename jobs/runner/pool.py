@@ -20,19 +20,32 @@ from django.db import connections
 
 from jobs import log
 
+#: How many calls of `forget_queries` on one thread clear the log once.
+FORGET_QUERIES_EVERY = 100
+
+_calls = threading.local()
+
 
 def forget_queries() -> None:
-    """Clear the query log DEBUG keeps on this thread's connections.
+    """Clear the query log DEBUG keeps on this thread's connections, every
+    `FORGET_QUERIES_EVERY` calls.
 
     Django logs every query while DEBUG is on and clears the log when a
     request starts; a runner's loop and its workers never start one, so each
-    connection kept its last 9,000 queries (the claim's text names every id it
-    settles): a 100,000-job drain grew a runner by ~22 MB. The loop calls this
-    each pass and a worker after each attempt. A log someone is reading
+    connection kept its last 9,000 queries: a 100,000-job drain grew a runner
+    by ~22 MB. The loop calls this each pass and a worker after each attempt,
+    so a log holds at most about a hundred passes' or attempts' queries.
+    Not on every call: finding this thread's connections costs ~20,000
+    instructions (Django keeps them in an asgiref `Local`), which every
+    no-op job paid under DEBUG. A log someone is reading
     (`CaptureQueriesContext` forces the debug cursor) is left alone.
     """
     if not settings.DEBUG:
         return  # nothing is logged without DEBUG
+    calls = getattr(_calls, "count", 0) + 1
+    _calls.count = calls % FORGET_QUERIES_EVERY
+    if calls < FORGET_QUERIES_EVERY:
+        return
     for connection in connections.all(initialized_only=True):
         if not connection.force_debug_cursor:
             connection.queries_log.clear()

@@ -245,7 +245,7 @@ class MySQLStore(OrmStore):
         at = self.prepare("run_at", now)
         ready_params: list[Any] = [at, *kinds, at]
         in_kinds = _placeholders(len(kinds))
-        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+        with transaction.atomic(using=self.using), self.runner_cursor() as cursor:
             cursor.execute(
                 SELECT_READY_SQL.format(kinds=in_kinds), [*ready_params, limit * CANDIDATES_PER_ROW]
             )

@@ -56,6 +56,20 @@ INSERT_SQL = f"""
 class OrmStore(Store):
     """`Store`'s verbs as every database runs them, unless its vendor overrides one."""
 
+    def runner_cursor(self) -> Any:
+        """A cursor for a runner's own statements (its claims and batch settles),
+        kept out of the query log Django keeps under DEBUG unless someone is
+        reading it (`CaptureQueriesContext`): a runner started under Django's
+        default `DEBUG = True` paid for logging every pass, for a log nobody
+        reads outside a request."""
+        connection = self.connection
+        if connection.force_debug_cursor or not connection.queries_logged:
+            return connection.cursor()
+        connection.ensure_connection()
+        connection.validate_thread_sharing()
+        with connection.wrap_database_errors:
+            return connection.make_cursor(connection.create_cursor())
+
     # -- enqueue -------------------------------------------------------------
 
     def insert(self, row: NewJob) -> bool:

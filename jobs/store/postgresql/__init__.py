@@ -99,7 +99,9 @@ class PostgreSQLStore(OrmStore):
         if not done:
             return set()
         params = {"now": now, **_settle_params(done)}
-        rows = driver.fetch(self.connection, sql.COMPLETE_MANY_SQL, params, plan_once=True)
+        rows = driver.fetch(
+            self.connection, sql.COMPLETE_MANY_SQL, params, plan_once=True, quiet=True
+        )
         return {row[0] for row in rows}
 
     def settle_and_claim(
@@ -114,7 +116,12 @@ class PostgreSQLStore(OrmStore):
         ends = lease_ends(now, leases)
         params = {**_claim_params(now, ends, limit), **_settle_params(done)}
         rows = driver.fetch(
-            self.connection, sql.SETTLE_AND_CLAIM_SQL, params, plan_once=True, claimed_rows=True
+            self.connection,
+            sql.SETTLE_AND_CLAIM_SQL,
+            params,
+            plan_once=True,
+            claimed_rows=True,
+            quiet=True,
         )
         won = {row[1] for row in rows if row[0] == "settled"}
         return won, self._claims([row[1:] for row in rows if row[0] == "claimed"], now, ends)
@@ -125,7 +132,7 @@ class PostgreSQLStore(OrmStore):
         ends = lease_ends(now, leases)
         params = _claim_params(now, ends, limit)
         rows = driver.fetch(
-            self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True
+            self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True, quiet=True
         )
         return self._claims(rows, now, ends)
 
