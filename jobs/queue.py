@@ -4,7 +4,7 @@
 own conflict handling (so a refused duplicate is an answer, not an error, and
 never breaks the caller's transaction), and wakes the runners when the
 caller's transaction commits (`jobs.wakeup.wake_runners`: at once in this
-process; in others through the database where it can, else at their next poll).
+process; in others through the store where it can, else at their next poll).
 """
 
 from __future__ import annotations

@@ -6,12 +6,16 @@ woken sets how soon work starts (README, "Wake-up grain"):
 - In the process that queued the work, at once: `wake_runners` rings the
   `doorbell` when the transaction commits (a runner woken earlier would not
   see the row, and a rolled-back one wakes nobody).
-- In other processes, within milliseconds where the database can carry a
-  notice (PostgreSQL's LISTEN/NOTIFY): the store's `notify` sends it inside
-  the current transaction, so it goes out at commit and never on rollback,
-  and each runner's `Listener` hears it on a connection of its own.
-- Elsewhere (SQLite, MySQL) nothing crosses processes: a runner finds the
-  work at its next poll, at most `poll_interval_ms` later.
+- In other processes, within milliseconds where the store can carry a
+  notice: the store's `notify` sends it at commit and never on rollback, and
+  each runner's `Listener` hears it through `Store.notices`. PostgreSQL sends
+  a NOTIFY inside the transaction, heard on a LISTEN connection of the
+  runner's own; SQLite, whose processes share one machine, sends a datagram
+  after the commit to a Unix socket each runner binds beside the others
+  (`jobs.store.sqlite_doorbell`). A SQLite runner that cannot bind one says so
+  once and polls.
+- On MySQL nothing crosses processes: a runner finds the work at its next
+  poll, at most `poll_interval_ms` later.
 
 A saved `JobsConfig` row wakes runners the same way, with `CONFIG_NOTICE`, so
 they apply it at once (`config_saved`, connected in `JobsAppConfig.ready()`).

@@ -187,8 +187,9 @@ class Store:
 
     # -- waking runners in other processes (`jobs.wakeup` uses these) ---------
 
-    #: Whether runners in other processes can be woken through the database.
-    #: Where they cannot, they find new work at their next poll.
+    #: Whether runners in other processes can be woken: through the database
+    #: (PostgreSQL), or beside it (SQLite's sockets). Where they cannot, they
+    #: find new work at their next poll.
     wakes_other_processes = False
 
     def notify(self, payload: str = "") -> None:
@@ -198,11 +199,11 @@ class Store:
     def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
         """Each notice's payload, as it arrives, until `stopping` is set.
 
-        Opens a connection of its own and subscribes it, then calls
-        `listening(channel)` once, before any payload: nothing sent before
-        that was heard. Checks `stopping` at least every half second. Raises
-        Django's `DatabaseError` when the connection fails or is lost; the
-        caller (`jobs.wakeup.Listener`) reconnects. Only for stores with
-        `wakes_other_processes`.
+        Opens a connection of its own and subscribes it (SQLite: binds a
+        socket), then calls `listening(channel)` once, before any payload:
+        nothing sent before that was heard. Checks `stopping` at least every
+        half second. Raises Django's `DatabaseError` when the connection fails
+        or is lost; the caller (`jobs.wakeup.Listener`) reconnects. Only for
+        stores with `wakes_other_processes`.
         """
         raise NotImplementedError

@@ -8,14 +8,17 @@ repeats the ready condition, so it stays correct even without the lock.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 
 from jobs.models import Job
+from jobs.store import sqlite_doorbell
+from jobs.store.base import NewJob
 from jobs.store.orm import OrmStore
 from jobs.store.rows import (
     CLAIM_COLUMNS,
@@ -149,3 +152,28 @@ class SQLiteStore(OrmStore):
             for row in rows
         ]
         return in_run_at_order(claims)
+
+    # -- waking runners in other processes: a socket each (`sqlite_doorbell`) ----
+
+    #: Through the doorbell directory, not the database: see `jobs.store.sqlite_doorbell`.
+    wakes_other_processes = True
+
+    def insert(self, row: NewJob) -> bool:
+        """The portable insert, then a ring on commit when it inserted, as PostgreSQL's
+        insert notifies: `enqueue` does not notify again. `insert_many` rings once
+        per commit however many rows it inserted (see `ring_on_commit`)."""
+        inserted = super().insert(row)
+        if inserted:
+            self.notify()
+        return inserted
+
+    def notify(self, payload: str = "") -> None:
+        directory = sqlite_doorbell.place(self.connection.settings_dict["NAME"])
+        if directory is not None:
+            sqlite_doorbell.ring_on_commit(directory, payload, self.using)
+
+    def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
+        """Binds a socket of this runner's instead of a connection; never raises
+        `DatabaseError`: a runner that cannot listen logs it once and polls."""
+        directory = sqlite_doorbell.place(self.connection.settings_dict["NAME"])
+        return sqlite_doorbell.listen(directory, stopping, listening)
