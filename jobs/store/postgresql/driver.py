@@ -21,9 +21,9 @@ import psycopg
 from django.conf import settings
 from django.db import DataError
 from django.db.backends.base.base import BaseDatabaseWrapper
-from psycopg.pq import Format
+from psycopg.pq import Format, TransactionStatus
 
-from jobs.store.postgresql.sql import GENERIC_PLANS_SQL
+from jobs.store.postgresql.sql import PLANNER_SETTINGS_SQL
 
 #: Never reached by a count: with prepared statements on, only the statements
 #: this store asks for are prepared, never Django's own queries.
@@ -47,7 +47,7 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         )
 
 
-#: Connections on which `GENERIC_PLANS_SQL` has been run.
+#: Connections on which `PLANNER_SETTINGS_SQL` has been run for good.
 _PLANNING_ONCE: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 
 _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
@@ -73,7 +73,8 @@ def hot_cursor(
     client as Django's cursors do: a pass names every id it settles, and
     quoting those arrays in Python, then parsing them in PostgreSQL, cost
     more than the work. And the statement is prepared once per connection
-    (and, with `plan_once`, planned once: see `GENERIC_PLANS_SQL`), unless
+    (and, with `plan_once`, planned once and from the index whatever the
+    statistics say: see `PLANNER_SETTINGS_SQL`), unless
     `settings.JOBS_PREPARED_STATEMENTS` is False: needed only behind a
     transaction-mode pooler that cannot keep prepared statements
     (PgBouncer before 1.21). It still runs through Django's cursor wrapper,
@@ -97,8 +98,11 @@ def hot_cursor(
         raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
     if prepare and plan_once and raw not in _PLANNING_ONCE:
         with connection.wrap_database_errors:
-            raw.execute(GENERIC_PLANS_SQL)
-        _PLANNING_ONCE.add(raw)
+            raw.execute(PLANNER_SETTINGS_SQL)
+        # Settings made inside a transaction are undone if it rolls back: a
+        # connection that took them inside one takes them again next time.
+        if raw.info.transaction_status == TransactionStatus.IDLE:
+            _PLANNING_ONCE.add(raw)
     driver_cursor = (_PreparingCursor if prepare else psycopg.Cursor)(raw)
     if (
         claimed_rows

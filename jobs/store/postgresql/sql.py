@@ -10,13 +10,52 @@ from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL
 from jobs.store.orm import INSERT_SQL as PORTABLE_INSERT_SQL
 from jobs.store.rows import CLAIM_COLUMNS
 
-#: Plan each prepared statement once, for every execution. Left to choose,
-#: PostgreSQL planned the pass afresh each time (the plan for its arrays of
-#: ids looked cheaper with their values known), and planning was ~20% of a
-#: pass of 8. Only prepared statements follow this setting, and on these
-#: connections only this store's statements are prepared (Django's cursors
-#: bind on the client); a session setting, it lasts as long as the connection.
-GENERIC_PLANS_SQL = "SET plan_cache_mode = force_generic_plan"
+#: How a connection that runs the runner's pass plans it: once, and the same
+#: way whatever the table's statistics say. Session settings, given once per
+#: connection (`driver.hot_cursor`'s `plan_once`), lasting as long as it does.
+#:
+#: `plan_cache_mode`: plan each prepared statement once, for every execution.
+#: Left to choose, PostgreSQL planned the pass afresh each time (the plan for
+#: its arrays of ids looked cheaper with their values known), and planning
+#: was ~20% of a pass of 8.
+#:
+#: `enable_seqscan`, `enable_bitmapscan`, `enable_sort` off: the claim must
+#: read the ready rows from `jobs_job_ready` in run_at order and stop at its
+#: limit, and find every row it updates by primary key. Costed from the
+#: statistics it did not whenever they said the table was small (never
+#: analyzed, analyzed while empty, all dead rows after a drain and a sweep):
+#: a scan of the table and a sort looked cheapest, and that plan, made once,
+#: stayed while a burst of 20,000 rows drained at ~800 jobs/s instead of
+#: ~4,000. Off, such a path costs 10^10 more; the index scan in run_at order
+#: is the only way to the ready rows in claim order without a sort, so it
+#: wins whatever the statistics say (tests/integration/store/
+#: test_claim_plans_postgresql.py). No query shape could do this: to a
+#: planner that believes the table empty, every shape's scan costs nothing.
+#:
+#: `jit` off: a path that is the only one left is still taken, at that cost,
+#: which is past every JIT threshold; such a statement (a few rows read with
+#: no index to use) was then compiled at each execution, 15 to 90 ms each.
+#: The statements here are short, and JIT never pays for itself on them.
+#:
+#: Harmless for the connection's other statements: it is the runner's
+#: producer's, whose other statements settle an attempt by primary key, or
+#: read the config row and write the runner's presence row (tables of a few
+#: rows). Handlers run on other threads, on connections that never get these
+#: settings (a handler's `recover` runs on this one, but before the first
+#: pass). Without prepared statements (`JOBS_PREPARED_STATEMENTS = False`,
+#: for a transaction-mode pooler, which hands each transaction whichever
+#: server connection is free) nothing here is set: a session setting would
+#: reach other clients' queries.
+PLANNER_SETTINGS = {
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "enable_bitmapscan": "off",
+    "enable_sort": "off",
+    "jit": "off",
+}
+PLANNER_SETTINGS_SQL = "SELECT " + ", ".join(
+    f"set_config('{name}', '{value}', false)" for name, value in PLANNER_SETTINGS.items()
+)
 
 #: The channel runners LISTEN on.
 WAKEUP_CHANNEL = "jobs_wakeup"

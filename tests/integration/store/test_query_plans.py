@@ -7,13 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from jobs.models import Job, State
 from jobs.store import mysql as mysql_store
 from jobs.store import sqlite as sqlite_store
 from jobs.store.postgresql import sql as pg_sql
-from tests.integration.store.support import KIND, LEASE, T0, live, queue, settled_row
+from tests.integration.store.support import KIND, LEASE, T0, queue
 
 pytestmark = pytest.mark.django_db
 
@@ -24,39 +24,6 @@ only_sqlite = pytest.mark.skipif(
 only_mysql = pytest.mark.skipif(
     connection.vendor != "mysql", reason="about MySQL's query plan; runs on MySQL/MariaDB"
 )
-
-
-@pytest.mark.postgresql
-def test_the_postgresql_claim_finds_ready_rows_through_the_jobs_job_ready_index(store):
-    """A million settled rows must not slow the claim: they never enter the partial index."""
-    settled = [
-        Job(
-            kind=KIND,
-            key=f"settled{n}",
-            state=State.DONE,
-            attempts=1,
-            max_attempts=5,
-            run_at=T0 - timedelta(days=1, seconds=n),
-            finished_at=T0 - timedelta(days=1),
-        )
-        for n in range(20_000)
-    ]
-    Job.objects.bulk_create(settled, batch_size=5_000)
-    for n in range(5):
-        queue(f"ready{n}", run_at=T0 - timedelta(minutes=n))
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE jobs_job")
-        params: dict[str, Any] = {
-            "now": T0,
-            "kinds": [KIND],
-            "expires": [T0 + LEASE],
-            "limit": 8,
-        }
-        cursor.execute("EXPLAIN " + pg_sql.CLAIM_SQL, params)
-        plan = "\n".join(line for (line,) in cursor.fetchall())
-
-    assert "jobs_job_ready" in plan, f"the claim reads ready rows from the index:\n{plan}"
-    assert live(KIND, "ready0").attempts == 0, "EXPLAIN claimed nothing"
 
 
 @pytest.mark.postgresql
@@ -92,53 +59,127 @@ def test_the_postgresql_jobs_table_leaves_a_fifth_of_each_page_for_claims(store)
 HOT_UPDATES_SQL = "SELECT pg_stat_get_xact_tuples_hot_updated('jobs_job'::regclass)"
 
 
-@only_sqlite
-def test_the_sqlite_claim_finds_ready_rows_through_the_jobs_job_ready_index(store):
-    """Django never runs ANALYZE, so the plan must be right on a database without statistics.
+#: Settled rows enough that a plan reading them would show in a claim's cost.
+MANY_SETTLED = 50_000
 
-    Any other plan reads every live row of the handled kinds and sorts them, under
-    the write lock, on every claim: cost grows with the backlog instead of the limit.
+#: Ready rows arriving at once.
+BURST = 5_000
+
+
+@only_sqlite
+@pytest.mark.parametrize(
+    "statistics", ["none", "analyzed empty", "analyzed among many settled rows"]
+)
+def test_the_sqlite_claim_reads_ready_rows_from_their_index_in_order_whatever_sqlite_stat1_says(
+    store, statistics
+):
+    """Django never runs ANALYZE, but an operator may, on any day. Any other plan
+    reads every live row of the handled kinds and sorts them, under the write
+    lock, on every claim: cost grows with the backlog instead of the limit.
+
+    `+kind` in the claim is what holds it: without it, SQLite answered the
+    kind filter from the identity index and sorted, with no statistics or
+    with those of an empty table (measured on SQLite 3.40).
     """
-    settled_row("settled", T0 - timedelta(days=1))
-    queue("ready")
-    at = store.prepare("run_at", T0)
-    sql = sqlite_store.SELECT_READY_SQL.format(kinds="%s")
     with connection.cursor() as cursor:
+        # Dropped inside the test's transaction, which puts it back.
+        cursor.execute("DROP TABLE IF EXISTS sqlite_stat1")
+        if statistics == "analyzed empty":
+            cursor.execute("ANALYZE jobs_job")
+        elif statistics == "analyzed among many settled rows":
+            _sqlite_rows(
+                cursor, MANY_SETTLED, "done", store.prepare("run_at", T0 - timedelta(days=1))
+            )
+            _sqlite_rows(cursor, 20, "queued", store.prepare("run_at", T0))
+            cursor.execute("ANALYZE jobs_job")
+        _sqlite_rows(cursor, BURST, "queued", store.prepare("run_at", T0), prefix="burst")
+        at = store.prepare("run_at", T0)
+        sql = sqlite_store.SELECT_READY_SQL.format(kinds="%s")
         cursor.execute("EXPLAIN QUERY PLAN " + sql, [at, KIND, at, 8])
         plan = "\n".join(str(line[-1]) for line in cursor.fetchall())
 
-    assert "jobs_job_ready" in plan, f"the claim reads ready rows from the index:\n{plan}"
+    assert "USING INDEX jobs_job_ready " in plan, f"the claim reads the ready index:\n{plan}"
+    assert "TEMP B-TREE" not in plan, f"the index gives the order, nothing is sorted:\n{plan}"
+
+
+def _sqlite_rows(cursor: Any, count: int, state: str, at: Any, prefix: str = "") -> None:
+    """`count` rows of KIND in `state`, run (and settled) at `at`; one statement."""
+    cursor.execute(
+        """
+        WITH RECURSIVE n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < %s)
+        INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
+                              last_error, created_at, updated_at, finished_at)
+        SELECT lower(hex(randomblob(16))), %s, %s || n, '{}', %s, 0, 5, %s, '', %s, %s,
+               CASE WHEN %s = 'done' THEN %s END
+        FROM n
+        """,
+        [count, KIND, f"{prefix}{state}", state, at, at, at, state, at],
+    )
 
 
 @only_mysql
-@pytest.mark.django_db(transaction=True)  # ANALYZE TABLE commits implicitly
-def test_the_mysql_claim_finds_ready_rows_through_the_live_state_index(store):
-    """MySQL has no partial index: the claim's range must still skip settled rows."""
-    settled = [
-        Job(
-            kind=KIND,
-            key=f"settled{n}",
-            state=State.DONE,
-            attempts=1,
-            max_attempts=5,
-            run_at=T0 - timedelta(days=1, seconds=n),
-            finished_at=T0 - timedelta(days=1),
-        )
-        for n in range(20_000)
-    ]
-    Job.objects.bulk_create(settled, batch_size=5_000)
-    for n in range(5):
-        queue(f"ready{n}", run_at=T0 - timedelta(minutes=n))
+@pytest.mark.django_db(transaction=True)  # TRUNCATE and ANALYZE TABLE commit implicitly
+@pytest.mark.parametrize(
+    "statistics",
+    ["freshly created", "analyzed empty", "analyzed among many settled rows", "deleted rows"],
+)
+def test_the_mysql_claim_reads_ready_rows_through_the_state_index_whatever_the_statistics(
+    store, statistics
+):
+    """MySQL has no partial index: the claim's range must still skip settled
+    rows. Left to InnoDB's statistics, MariaDB read `jobs_job_ready` (run_at
+    over every row, settled ones too) in each of these states, a burst of
+    ready rows having arrived since; hence `FORCE INDEX` in the claim."""
+    now = store.prepare("run_at", T0)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE TABLE jobs_job")
-        cursor.fetchall()
+        cursor.execute("TRUNCATE TABLE jobs_job")  # a new table, statistics and all
+        if statistics == "analyzed empty":
+            _analyze_mysql(cursor)
+        elif statistics == "analyzed among many settled rows":
+            _mysql_rows(
+                cursor, MANY_SETTLED, "done", store.prepare("run_at", T0 - timedelta(days=1))
+            )
+            _mysql_rows(cursor, 20, "queued", now)
+            _analyze_mysql(cursor)
+        elif statistics == "deleted rows":
+            _mysql_rows(cursor, BURST, "queued", now, prefix="drained")
+            cursor.execute("UPDATE jobs_job SET state = 'done', finished_at = %s", [now])
+            cursor.execute("DELETE FROM jobs_job")
+        _mysql_rows(cursor, BURST, "queued", now, prefix="burst")
         sql = mysql_store.SELECT_READY_SQL.format(kinds="%s")
-        at = store.prepare("run_at", T0)
-        cursor.execute("EXPLAIN " + sql, [at, KIND, at, 8])
+        cursor.execute("EXPLAIN " + sql, [now, KIND, now, 8])
         columns = [column[0] for column in cursor.description]
         plan = [dict(zip(columns, line, strict=True)) for line in cursor.fetchall()]
 
     assert plan[0]["key"] == "jobs_job_ready_by_state", f"the claim reads the index:\n{plan}"
+
+
+def _analyze_mysql(cursor: Any) -> None:
+    cursor.execute("ANALYZE TABLE jobs_job")
+    cursor.fetchall()
+
+
+#: 0 to 9, for counting without a recursive CTE (MySQL stops those at 1,000 rows).
+_DIGITS = " UNION ALL ".join(f"SELECT {digit} AS d" for digit in range(10))
+
+
+def _mysql_rows(cursor: Any, count: int, state: str, at: Any, prefix: str = "") -> None:
+    """`count` rows of KIND in `state`, run (and settled) at `at`; one statement."""
+    places = len(str(count - 1))
+    numbers = " CROSS JOIN ".join(f"({_DIGITS}) AS d{place}" for place in range(places))
+    number = " + ".join(f"d{place}.d * {10**place}" for place in range(places))
+    cursor.execute(
+        f"""
+        INSERT INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
+                              `max_attempts`, `run_at`, `last_error`, `created_at`,
+                              `updated_at`, `finished_at`)
+        SELECT REPLACE(UUID(), '-', ''), %s, CONCAT(%s, n), '{{}}', %s, 0, 5, %s, '', %s, %s,
+               CASE WHEN %s = 'done' THEN %s END
+        FROM (SELECT {number} AS n FROM {numbers}) AS numbers
+        WHERE n < %s
+        """,
+        [KIND, f"{prefix}{state}", state, at, at, at, state, at, count],
+    )
 
 
 def _prepared_claims() -> int:
@@ -169,9 +210,58 @@ def test_the_postgresql_claim_is_prepared_once_per_connection_unless_settings_sa
 
     assert _prepared_claims() == (1 if prepared else 0)
     assert Job.objects.filter(state=State.RUNNING).count() == 3, "every claim still claimed"
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        (mode,) = cursor.fetchone()
-    assert mode == ("force_generic_plan" if prepared else "auto"), (
-        "a prepared claim is planned once, not at every execution"
+    current, defaults = _planner_settings()
+    assert current == (pg_sql.PLANNER_SETTINGS if prepared else defaults), (
+        "a prepared claim is planned once, and from its index (see test_claim_plans_postgresql)"
     )
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)  # to start a new session and roll back in it
+def test_the_runner_planner_settings_a_rollback_undid_are_made_again_at_the_next_claim(store):
+    """A session's settings made inside a transaction are undone if it rolls
+    back; a connection must not then go on planning its pass without them."""
+    connection.close()
+    with transaction.atomic():
+        store.claim(T0, {KIND: LEASE}, 1)
+        transaction.set_rollback(True)
+    current, defaults = _planner_settings()
+    assert current == defaults, "the rollback undid them"
+
+    store.claim(T0, {KIND: LEASE}, 1)
+
+    current, _ = _planner_settings()
+    assert current == pg_sql.PLANNER_SETTINGS, "the next claim made them again"
+
+
+def _planner_settings() -> tuple[dict[str, str], dict[str, str]]:
+    """The runner's planner settings as this session has them, and as it had them
+    before anything set them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, setting, reset_val FROM pg_settings WHERE name = ANY(%s)",
+            [list(pg_sql.PLANNER_SETTINGS)],
+        )
+        rows = cursor.fetchall()
+    return {name: now for name, now, _ in rows}, {name: reset for name, _, reset in rows}
+
+
+@pytest.mark.postgresql
+def test_a_statement_left_only_a_disabled_scan_on_the_runner_connection_is_not_jit_compiled(
+    store,
+):
+    """With the scans a claim must not use disabled, a statement that can only
+    scan (the presence table's cleanup: no index on heartbeat_at) is costed
+    past every JIT threshold, and was compiled at each execution, 15 to 90 ms
+    for a few rows. Where the server has no JIT this holds trivially."""
+    store.claim(T0, {KIND: LEASE}, 1)  # this connection now has the runner's settings
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN ANALYZE SELECT * FROM jobs_runnerprocess WHERE heartbeat_at < %s",
+            [T0],
+        )
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+
+    assert "Seq Scan on jobs_runnerprocess" in plan, f"a scan is the only way here:\n{plan}"
+    assert "JIT" not in plan, f"nothing is compiled for a few rows:\n{plan}"
