@@ -109,7 +109,11 @@ def test_with_debug_on_a_worker_thread_keeps_no_growing_query_log(settings):
             assert finished.acquire(timeout=10), "the worker runs the item"
     finally:
         pool.close()
-    assert max(seen) < FORGET_QUERIES_EVERY, (
+    # seen[1] is the log after the first item: its one query and whatever the
+    # thread's new connection ran on opening (MySQL sets its session up).
+    opening = seen[1] - 1
+    assert max(seen) < FORGET_QUERIES_EVERY + opening, (
         f"a reused worker's query log is cleared every {FORGET_QUERIES_EVERY} items, "
-        f"so it never grows past that; it reached {max(seen)}"
+        f"so it never grows past that and the {opening} opening statements; "
+        f"it reached {max(seen)}"
     )

@@ -4,6 +4,8 @@ lists them, and an enqueue, which runs inside the caller's request, is listed.""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, reset_queries
 from django.test.utils import CaptureQueriesContext
@@ -20,14 +22,14 @@ def _logged_claims() -> list[str]:
 
 def test_under_debug_a_runners_claim_and_settle_are_kept_out_of_the_query_log(store, settings):
     settings.DEBUG = True
-    first = queue("first")
-    queue("second")
+    first = queue("first", run_at=T0 - timedelta(seconds=1))
+    second = queue("second")
     reset_queries()
 
     (claim,) = store.claim(T0, {KIND: LEASE}, 1)
-    store.settle_and_claim([(claim.job, None)], T0, {KIND: LEASE}, 1)
+    settled, (next_claim,) = store.settle_and_claim([(claim.job, None)], T0, {KIND: LEASE}, 1)
 
-    assert claim.job.id == first.id
+    assert (settled, claim.job.id, next_claim.job.id) == ({first.id}, first.id, second.id)
     assert _logged_claims() == [], "the runner's statements are not in DEBUG's query log"
 
 
