@@ -95,24 +95,35 @@ _READY = """
     AND (`state` = 'queued' OR `lease_expires_at` <= %s)
 """
 
-#: The ready rows, oldest run_at first, read without locking anything: the
+#: The oldest ready rows, run_at first, read without locking anything: the
 #: claim's candidates. A locking read over the (state, run_at) index would
 #: also lock running rows on its way to the ready ones, and wait on them
 #: (MariaDB's SKIP LOCKED does not skip a row reached through a secondary
 #: index while another transaction settles it), which deadlocks against a
 #: runner settling its batch. So the claim locks by primary key only.
+#: One branch per state, each an equality on `state` and a range on
+#: `run_at`, so each reads the index in run_at order and stops at its limit;
+#: only the two branches' few rows are sorted. `state IN (...)` over the
+#: same index read and sorted every ready row (10,000 for a claim of 8 from
+#: a backlog of 10,000). The running branch also reads the running rows
+#: whose leases are live, older than the expired ones it finds: at most the
+#: runners' slots.
 #: `FORCE INDEX`: the (state, run_at) index reads live rows only, whatever
 #: the statistics say. Left to them, MariaDB read `jobs_job_ready` (run_at
 #: over every row, settled ones too, there being no partial index here) for
 #: a table new or analyzed empty, or for a backlog a tenth the size of its
-#: history, and scanned the whole table once its rows were deleted. It still
-#: reads and sorts every ready row (two states, one order): its cost grows
-#: with the backlog, never with the history.
-SELECT_READY_SQL = (
-    "SELECT `id` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state) WHERE "
-    + _READY
-    + " ORDER BY `run_at` LIMIT %s"
-)
+#: history, and scanned the whole table once its rows were deleted.
+SELECT_READY_SQL = """
+    (SELECT `id`, `run_at` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state)
+     WHERE `state` = 'queued' AND `run_at` <= %s AND `kind` IN ({kinds})
+     ORDER BY `run_at` LIMIT %s)
+    UNION ALL
+    (SELECT `id`, `run_at` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state)
+     WHERE `state` = 'running' AND `run_at` <= %s AND `lease_expires_at` <= %s
+       AND `kind` IN ({kinds})
+     ORDER BY `run_at` LIMIT %s)
+    ORDER BY `run_at` LIMIT %s
+"""
 
 #: Lock those of the given candidates that are still ready, through the
 #: primary key, skipping rows another claim or a settle holds; reports each
@@ -163,6 +174,17 @@ COMPLETE_MANY_SQL = """
 
 def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
+
+
+def select_ready(cursor: Any, at: Any, kinds: Sequence[str], wanted: int) -> list[Any]:
+    """The ids of the `wanted` oldest rows of `kinds` ready at `at` (a prepared
+    datetime), oldest first, as the database gives them: nothing is locked."""
+    in_kinds = _placeholders(len(kinds))
+    cursor.execute(
+        SELECT_READY_SQL.format(kinds=in_kinds),
+        [at, *kinds, wanted, at, at, *kinds, wanted, wanted],
+    )
+    return [row[0] for row in cursor.fetchall()]
 
 
 class MySQLStore(OrmStore):
@@ -324,10 +346,7 @@ class MySQLStore(OrmStore):
         ready_params: list[Any] = [at, *kinds, at]
         in_kinds = _placeholders(len(kinds))
         with transaction.atomic(using=self.using), self.runner_cursor() as cursor:
-            cursor.execute(
-                SELECT_READY_SQL.format(kinds=in_kinds), [*ready_params, limit * CANDIDATES_PER_ROW]
-            )
-            candidates = [row[0] for row in cursor.fetchall()]
+            candidates = select_ready(cursor, at, kinds, limit * CANDIDATES_PER_ROW)
             prior: dict[uuid.UUID, str] = {}
             # Oldest first, a chunk the size of what is still wanted at a time:
             # the rows a chunk finds locked (another runner's claim) or no

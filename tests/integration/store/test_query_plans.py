@@ -1,5 +1,6 @@
-"""The claim's plan on each database: it reads ready rows through its index, and on
-PostgreSQL rewrites each row in place and is prepared once per connection."""
+"""The claim's plan on SQLite and PostgreSQL (MySQL's is in test_claim_plans_mysql): it
+reads ready rows through its index, and on PostgreSQL rewrites each row in place and
+is prepared once per connection."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from django.db import connection, transaction
 
 from jobs.models import Job, State
-from jobs.store import mysql as mysql_store
 from jobs.store import sqlite as sqlite_store
 from jobs.store.postgresql import sql as pg_sql
 from tests.integration.store.support import KIND, LEASE, T0, queue
@@ -20,9 +20,6 @@ pytestmark = pytest.mark.django_db
 
 only_sqlite = pytest.mark.skipif(
     connection.vendor != "sqlite", reason="about SQLite's query plan; runs on SQLite"
-)
-only_mysql = pytest.mark.skipif(
-    connection.vendor != "mysql", reason="about MySQL's query plan; runs on MySQL/MariaDB"
 )
 
 
@@ -114,71 +111,6 @@ def _sqlite_rows(cursor: Any, count: int, state: str, at: Any, prefix: str = "")
         FROM n
         """,
         [count, KIND, f"{prefix}{state}", state, at, at, at, state, at],
-    )
-
-
-@only_mysql
-@pytest.mark.django_db(transaction=True)  # TRUNCATE and ANALYZE TABLE commit implicitly
-@pytest.mark.parametrize(
-    "statistics",
-    ["freshly created", "analyzed empty", "analyzed among many settled rows", "deleted rows"],
-)
-def test_the_mysql_claim_reads_ready_rows_through_the_state_index_whatever_the_statistics(
-    store, statistics
-):
-    """MySQL has no partial index: the claim's range must still skip settled
-    rows. Left to InnoDB's statistics, MariaDB read `jobs_job_ready` (run_at
-    over every row, settled ones too) in each of these states, a burst of
-    ready rows having arrived since; hence `FORCE INDEX` in the claim."""
-    now = store.prepare("run_at", T0)
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE TABLE jobs_job")  # a new table, statistics and all
-        if statistics == "analyzed empty":
-            _analyze_mysql(cursor)
-        elif statistics == "analyzed among many settled rows":
-            _mysql_rows(
-                cursor, MANY_SETTLED, "done", store.prepare("run_at", T0 - timedelta(days=1))
-            )
-            _mysql_rows(cursor, 20, "queued", now)
-            _analyze_mysql(cursor)
-        elif statistics == "deleted rows":
-            _mysql_rows(cursor, BURST, "queued", now, prefix="drained")
-            cursor.execute("UPDATE jobs_job SET state = 'done', finished_at = %s", [now])
-            cursor.execute("DELETE FROM jobs_job")
-        _mysql_rows(cursor, BURST, "queued", now, prefix="burst")
-        sql = mysql_store.SELECT_READY_SQL.format(kinds="%s")
-        cursor.execute("EXPLAIN " + sql, [now, KIND, now, 8])
-        columns = [column[0] for column in cursor.description]
-        plan = [dict(zip(columns, line, strict=True)) for line in cursor.fetchall()]
-
-    assert plan[0]["key"] == "jobs_job_ready_by_state", f"the claim reads the index:\n{plan}"
-
-
-def _analyze_mysql(cursor: Any) -> None:
-    cursor.execute("ANALYZE TABLE jobs_job")
-    cursor.fetchall()
-
-
-#: 0 to 9, for counting without a recursive CTE (MySQL stops those at 1,000 rows).
-_DIGITS = " UNION ALL ".join(f"SELECT {digit} AS d" for digit in range(10))
-
-
-def _mysql_rows(cursor: Any, count: int, state: str, at: Any, prefix: str = "") -> None:
-    """`count` rows of KIND in `state`, run (and settled) at `at`; one statement."""
-    places = len(str(count - 1))
-    numbers = " CROSS JOIN ".join(f"({_DIGITS}) AS d{place}" for place in range(places))
-    number = " + ".join(f"d{place}.d * {10**place}" for place in range(places))
-    cursor.execute(
-        f"""
-        INSERT INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
-                              `max_attempts`, `run_at`, `last_error`, `created_at`,
-                              `updated_at`, `finished_at`)
-        SELECT REPLACE(UUID(), '-', ''), %s, CONCAT(%s, n), '{{}}', %s, 0, 5, %s, '', %s, %s,
-               CASE WHEN %s = 'done' THEN %s END
-        FROM (SELECT {number} AS n FROM {numbers}) AS numbers
-        WHERE n < %s
-        """,
-        [KIND, f"{prefix}{state}", state, at, at, at, state, at, count],
     )
 
 
