@@ -19,6 +19,16 @@ scenario checks the same things:
   down), timed out (`job_timed_out`), or discarded (`job_result_discarded`)
   for that job and attempt. Any other repeat is counted as unexplained and fails.
 
+A PostgreSQL crash cannot be checked that way: the crash may forget the
+execution rows with the commits under test, and a handler's own commit would
+flush the WAL the runner's passes leave unflushed. So the crash scenario
+(`test_postgresql_crash.py`) runs the ledger handler of `tests.faults.jobs`,
+which records each attempt in files outside the database (`tests.faults.ledger`),
+and `books.audit_crash` holds the rows to that ledger: every job done, by a run
+with its final attempt number, and every rerun put down to a commit the crash
+forgot (a Done, or a claim handed out again with the same attempt number, run
+at most a second before the crash) or to a settle its runner logged as failed.
+
 Each scenario writes its figures to `tests/artifacts/faults.json` as it ends;
 `python -m tests.faults.report` renders `docs/reliability.md` from them.
 The helpers live in `tests.faults.books`, so the report imports no Django.

@@ -1,10 +1,13 @@
 """The books every fault scenario checks, the figures it records, and small waits.
 
-See the package docstring for the rules `audit` enforces.
+See the package docstring for the rules `audit` enforces, and for those of
+`audit_crash`, which holds the rows to the ledger (`tests.faults.ledger`)
+after a PostgreSQL crash.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -21,6 +24,7 @@ from typing import Any
 
 from tests import helpers
 from tests.conftest import ROOT, RunJobs
+from tests.faults.ledger import LedgerRun
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 FIGURES = ARTIFACTS / "faults.json"
@@ -168,6 +172,160 @@ def audit(
                         "was run again though its settle was never lost"
                     )
     return Audit(len(expected), lost, repeated, unexplained, problems)
+
+
+@dataclass
+class CrashAudit:
+    """What a ledger says about the jobs of a PostgreSQL crash scenario.
+
+    Every run after a job's first is a *rerun*, and each must be put down to a
+    cause (see `audit_crash`); `problems` lists, as sentences, the reruns no
+    cause explains and every other broken rule.
+    """
+
+    jobs: int
+    runs: int
+    lost: int
+    reruns: int
+    #: Reruns after a run that ended before the crash, its settle not logged as
+    #: failed: the runner saw its Done commit, and the crash forgot the commit.
+    forgotten_dones: int
+    #: Reruns with the attempt number of the run before: the crash forgot the
+    #: claim that handed that run out, and the next claim counted the same
+    #: attempt again. Overlaps `forgotten_dones` (a forgotten claim's Done, when
+    #: it committed before the crash, was forgotten with it).
+    reissued_claims: int
+    #: Of `reissued_claims`, those whose earlier run was still running at the crash.
+    reissued_in_flight: int
+    #: Reruns after a run whose settle its runner logged as failed (the database
+    #: was down), timed out or discarded.
+    settles_not_landed: int
+    unexplained: int
+    #: How long before the crash was ordered the oldest forgotten commit's run
+    #: started (a re-issued claim) or ended (a forgotten Done), in seconds;
+    #: negative when it was after the order, while the server was going down.
+    #: None when nothing was forgotten.
+    oldest_forgotten_seconds: float | None
+    problems: list[str]
+
+
+def audit_crash(
+    rows: dict[uuid.UUID, Row],
+    runs: Iterable[LedgerRun],
+    expected: set[uuid.UUID],
+    *,
+    crash: tuple[float, float],
+    window: float,
+    not_landed: set[tuple[uuid.UUID, int]] = frozenset(),  # type: ignore[assignment]
+) -> CrashAudit:
+    """Check the rows of the jobs in `expected` against the ledger's `runs`.
+
+    `crash` is when the crash was ordered and when the database had gone (epoch
+    seconds); `window` how long before it a commit may have been forgotten.
+    Every expected job must be done, by a run with its final attempt number, and
+    none may have run an attempt its row never counted. Each rerun must be
+    explained by the run before it (the two runs in start order):
+
+    - the same attempt number: a re-issued claim, allowed when that earlier run
+      started within `window` before the crash (its claim is what was forgotten)
+      under another lease than the later run's;
+    - a settle its runner logged as not landed (`not_landed`);
+    - a forgotten Done: the earlier run ended within `window` before the crash.
+
+    A higher attempt number needs one of the last two; a lower one is never right.
+
+    Anything else is unexplained: a commit the crash could not have forgotten.
+    """
+    crashed_from, crashed_by = crash
+    problems: list[str] = []
+    by_job: dict[uuid.UUID, list[LedgerRun]] = defaultdict(list)
+    total = 0
+    for run in runs:
+        by_job[run.job_id].append(run)
+        total += 1
+    lost = reruns = forgotten = reissued = in_flight = failed = unexplained = 0
+    ages: list[float] = []
+
+    def problem(text: str) -> None:
+        if len(problems) < 20:
+            problems.append(text)
+
+    def recent(moment: float | None) -> bool:
+        return moment is not None and crashed_from - window <= moment <= crashed_by
+
+    strays = by_job.keys() - expected
+    if strays:
+        unexplained += len(strays)
+        problem(f"{len(strays)} jobs in the ledger were never queued by this scenario")
+    for job_id in sorted(expected):
+        row = rows.get(job_id)
+        mine = sorted(by_job.get(job_id, []), key=lambda r: r.started)
+        if row is None or row.state != "done":
+            lost += 1
+            problem(f"job {job_id} was lost: its row is {row.state if row else 'gone'!r}")
+            continue
+        attempts = {run.attempt for run in mine}
+        if not mine:
+            unexplained += 1
+            problem(f"job {job_id} is done at attempt {row.attempts} but never ran")
+        elif row.attempts not in attempts:
+            unexplained += 1
+            problem(f"job {job_id} is done at attempt {row.attempts}, which never ran: {attempts}")
+        if mine and max(attempts) > row.attempts:
+            unexplained += 1
+            problem(f"job {job_id} ran attempt {max(attempts)} of {row.attempts} counted")
+        for earlier, later in itertools.pairwise(mine):
+            reruns += 1
+            ended = earlier.finished is not None and earlier.finished <= crashed_by
+            if later.attempt < earlier.attempt:
+                unexplained += 1
+                problem(
+                    f"job {job_id} ran attempt {later.attempt} after attempt {earlier.attempt}: "
+                    "a claim counted backwards"
+                )
+            elif later.attempt == earlier.attempt:
+                reissued += 1
+                in_flight += not ended
+                if earlier.lease == later.lease:
+                    unexplained += 1
+                    problem(
+                        f"job {job_id} attempt {later.attempt} was handed out twice under one "
+                        f"lease ({later.lease}): no settle could tell the two runs apart"
+                    )
+                elif recent(earlier.started):
+                    ages.append(crashed_from - earlier.started)
+                else:
+                    unexplained += 1
+                    problem(
+                        f"job {job_id} attempt {later.attempt} was handed out again, though "
+                        f"the claim of its run at {earlier.started:.3f} was not within "
+                        f"{window} s before the crash"
+                    )
+            if (job_id, earlier.attempt) in not_landed:
+                failed += 1
+            elif ended and recent(earlier.finished):
+                forgotten += 1
+                ages.append(crashed_from - (earlier.finished or 0))
+            elif later.attempt > earlier.attempt:
+                unexplained += 1
+                problem(
+                    f"job {job_id} attempt {earlier.attempt} ended at {earlier.finished} and "
+                    f"ran again as attempt {later.attempt}, though its Done was not within "
+                    f"{window} s before the crash nor logged as failed"
+                )
+    return CrashAudit(
+        jobs=len(expected),
+        runs=total,
+        lost=lost,
+        reruns=reruns,
+        forgotten_dones=forgotten,
+        reissued_claims=reissued,
+        reissued_in_flight=in_flight,
+        settles_not_landed=failed,
+        unexplained=unexplained,
+        oldest_forgotten_seconds=round(max(ages), 3) if ages else None,
+        problems=problems,
+    )
 
 
 def record_figures(scenario: str, **figures: Any) -> None:

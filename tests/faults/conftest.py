@@ -30,9 +30,9 @@ class PrivateCluster:
 
     url = PRIVATE_URL
 
-    def ctl(self, action: str) -> None:
+    def ctl(self, action: str, *options: str) -> None:
         subprocess.run(
-            ["pg_ctlcluster", "--skip-systemctl-redirect", _version(), "faults", action],
+            ["pg_ctlcluster", "--skip-systemctl-redirect", *options, _version(), "faults", action],
             check=True,
             capture_output=True,
             timeout=60,
@@ -44,12 +44,30 @@ class PrivateCluster:
     def stop(self) -> None:
         self.ctl("stop")
 
+    def crash(self) -> None:
+        """Stop the cluster in immediate mode: every server process quits at once,
+        nothing is flushed or checkpointed, and the next start replays the WAL, as
+        after a PostgreSQL crash. What a commit left in the WAL buffers unwritten
+        (one that did not wait for the flush) is gone."""
+        self.ctl("stop", "--mode", "immediate")
+
     def start(self) -> None:
         if not self.ready():
             self.ctl("start")
         give_up = time.monotonic() + 30
         while not self.ready() and time.monotonic() < give_up:
             time.sleep(0.2)
+
+    def server_log(self) -> Path:
+        """The cluster's server log, as `pg_lsclusters` names it."""
+        listing = subprocess.run(
+            ["pg_lsclusters", "-h", _version(), "faults"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.split()
+        return Path(listing[-1])
 
     def ready(self) -> bool:
         return (

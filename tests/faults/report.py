@@ -27,6 +27,17 @@ SCENARIOS = {
         "Runners log the outage, back off, reconnect (LISTEN too) and finish; a job ran "
         "again only where its runner logged the settle as failed."
     ),
+    "PostgreSQL crash (slow handlers)": (
+        "PostgreSQL stopped in immediate mode mid-drain and started (a crash, the WAL "
+        "replayed), with 20 ms attempts in flight: no job lost; every rerun is a Done or a "
+        "claim the crash forgot (the runner's passes commit without waiting for the flush), "
+        "or a settle the runner logged as failed during the outage. Checked against a "
+        "ledger kept outside the database."
+    ),
+    "PostgreSQL crash (no-op handlers)": (
+        "The same crash in a flood of passes (no-op handlers, thousands of commits a "
+        "second): no job lost, every rerun explained the same way."
+    ),
     "database unreachable at start": (
         "`runjobs` waits with `runner_database_unavailable` instead of a traceback, then drains."
     ),
@@ -79,8 +90,12 @@ def render(figures: dict[str, dict[str, Any]]) -> str:
         "A *completed attempt repeated* is an execution that ran to its end and was followed "
         "by another execution of the same job; each one must be explained by a settle that "
         "never landed: its process was SIGKILLed after it finished, or its runner logged the "
-        "settle as failed, timed out or discarded for that job and attempt. Unexplained "
-        "repeats fail the suite, so every figure below is explained.",
+        "settle as failed, timed out or discarded for that job and attempt. The PostgreSQL "
+        "crash scenarios keep those records outside the database (a ledger file per "
+        "process), and also allow a commit the crash forgot: a Done, or a claim, which "
+        "hands the job out again with the same attempt number, made at most a second "
+        "before the crash. Unexplained repeats fail the suite, so every figure below is "
+        "explained.",
         "",
         "| Scenario | " + " | ".join(title for _, title in COLUMNS) + " | Result |",
         "|---|" + "---|" * len(COLUMNS) + "---|",
@@ -93,8 +108,10 @@ def render(figures: dict[str, dict[str, Any]]) -> str:
     lines += [
         "",
         "Time to recover: crash, from the last kill to the last job done; database restart, "
-        "from the restart command to jobs completing again; unreachable at start, from the "
-        "database starting to the drain's end; hanging handler, abandon and recover, from the "
+        "from the restart command to jobs completing again; PostgreSQL crash, from the "
+        "crash command to jobs completing again (the replay included); unreachable at start, "
+        "from the database starting to the drain's end; hanging handler, abandon and recover, "
+        "from the "
         "runners' start to every job settled; poison job, from the first burst to its "
         "retirement; graceful shutdown, from SIGTERM to the process's exit.",
         "",
