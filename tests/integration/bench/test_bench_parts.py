@@ -7,10 +7,13 @@ fast anything is."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection
 
 from acmeproxy.benchmarks.bench import stage
+from acmeproxy.benchmarks.bench.measure import Result
 from acmeproxy.benchmarks.bench.suite import Sizes, run
 from jobs.models import Job
 
@@ -42,14 +45,14 @@ POSTGRESQL_ONLY = {
 }
 
 
-def measured(part: str) -> tuple[set[str], set[str], dict]:
+def measured(part: str) -> tuple[set[str], set[str], dict[str, Result]]:
     report = run([part], TINY, progress=lambda _: None)
     done = {r.key for r in report.results if not r.skipped}
     skipped = {r.key for r in report.results if r.skipped}
     return done, skipped, {r.key: r for r in report.results}
 
 
-def has_its_figure(numbers: dict) -> bool:
+def has_its_figure(numbers: dict[str, Any]) -> bool:
     return bool(numbers.get("jobs_per_second")) or "p50" in numbers or "ratio" in numbers
 
 
