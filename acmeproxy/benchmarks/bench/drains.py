@@ -54,7 +54,6 @@ def into_running(
     backlog's transaction (favourable). `keep` leaves the settled rows for
     the sweep to find."""
     stage.clean()
-    planned = stage.planned_rows()
     cpu_before = runner.cpu_seconds()
     with DatabaseCPU() as database:
         started = time.monotonic()
@@ -74,7 +73,10 @@ def into_running(
         numbers["runner_cpu_seconds"] = round(cpu_after - cpu_before, 2)
     if connection.vendor == "postgresql":
         numbers["database_cpu_cores"] = round(database.seconds / (finished - started), 2)
-        numbers["planned_rows_before"] = "never analyzed" if planned is None else planned
+        # What the planner believed during the drain (autovacuum off: no
+        # ANALYZE can have run since the backlog's commit unless it ran one).
+        planned = stage.planned_rows()
+        numbers["planned_rows"] = "never analyzed" if planned is None else planned
     if not keep:
         stage.clean()
     return Result(key, label, group, numbers)

@@ -102,6 +102,7 @@ REPEATED = ("drain", "debug", "enqueue")
 def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = print) -> Report:
     """Measure `parts` (names from `PARTS`) in `PARTS` order."""
     chosen = [part for part in PARTS if part in parts]
+    started = header()
     results: list[Result] = []
     for phase in (_as_met, _favourable):
         for part in chosen:
@@ -116,7 +117,7 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
         results.append(
             scale.claim_against_history(sizes.samples, sizes.settled, sizes.settled // 10)
         )
-    return Report(header(), results, ratio_lines(results), checks(results, connection.vendor))
+    return Report(started, results, ratio_lines(results), checks(results, connection.vendor))
 
 
 def header() -> dict[str, str]:
