@@ -1,10 +1,24 @@
-"""The benchmark's handler: a job that does nothing, so only the queue is measured."""
+"""The benchmark's handlers: one that does nothing, so only the queue is
+measured, and one that notes when its first line ran, so a driver in another
+process can tell how long a job waited."""
+
+import time
+from typing import Any
 
 from jobs import Done, JobHandler, register
 from jobs.models import Job
 
-#: The kind of every job the benchmark queues; it deletes them afterwards.
+#: Every kind the benchmark queues starts with this; it deletes them afterwards.
+PREFIX = "bench."
+#: A job that does nothing.
 NOOP = "bench.noop"
+#: A job whose result is the wall-clock time its handler started.
+STAMP = "bench.stamp"
+
+
+def payload(n: int) -> dict[str, Any]:
+    """What the as-met jobs carry: a few keys, as a real subject reference does."""
+    return {"subject": 4242, "i": n, "tenant": "acme"}
 
 
 @register
@@ -13,3 +27,14 @@ class NoopHandler(JobHandler):
 
     def run(self, job: Job) -> Done:
         return Done()
+
+
+@register
+class StampHandler(JobHandler):
+    kind = STAMP
+
+    def run(self, job: Job) -> Done:
+        # Wall-clock, not monotonic: the driver compares it with times taken
+        # in other processes on the same machine.
+        started = time.time()
+        return Done(started)

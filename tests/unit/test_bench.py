@@ -1,15 +1,61 @@
-"""The benchmark's own arithmetic: which run it reports when it repeats one.
+"""The benchmark's own arithmetic and presentation (`acmeproxy.benchmarks.bench`):
+percentiles, the median of repeated runs, ratios and issue 24's targets, the
+report's order, and what `benchjobs` accepts. No database."""
 
-A single run on a shared 2-core machine can differ from the next by a third,
-so `benchjobs --repeat` reports the median run and every run's rate. And
-how it reads a runner's memory over a drain.
-"""
+from __future__ import annotations
 
 import subprocess
 import sys
 
-from acmeproxy.benchmarks import bench
-from acmeproxy.benchmarks.bench import Result, median_of
+import pytest
+from django.core.management import CommandError, call_command
+from django.core.management.base import CommandParser
+
+from acmeproxy.benchmarks.bench import ratios
+from acmeproxy.benchmarks.bench.measure import (
+    AS_MET,
+    FAVOURABLE,
+    RAW,
+    SCALE,
+    Check,
+    Result,
+    latency_summary,
+    median_of,
+    percentile,
+    report_lines,
+)
+from acmeproxy.benchmarks.bench.procfs import ResidentMemory
+from acmeproxy.benchmarks.bench.suite import PARTS
+from acmeproxy.benchmarks.management.commands.benchjobs import Command
+
+
+def rate(key: str, jobs_per_second: float, group: str = AS_MET) -> Result:
+    return Result(key, key, group, {"jobs_per_second": jobs_per_second})
+
+
+def test_a_percentile_is_a_wait_some_job_really_had():
+    """Nearest rank, not interpolation: a p99 of a latency run names a real wait."""
+    waits = [float(n) for n in range(1, 201)]
+
+    assert percentile(waits, 0.50) == 100.0
+    assert percentile(waits, 0.99) == 198.0
+    assert percentile(waits, 1.0) == 200.0, "the worst is the largest"
+    assert percentile([7.0], 0.99) == 7.0, "one sample is every percentile"
+
+
+def test_a_percentile_of_unordered_waits_sorts_them_first():
+    assert percentile([9.0, 1.0, 5.0], 0.5) == 5.0
+
+
+def test_a_percentile_of_no_waits_is_refused():
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+
+
+def test_a_latency_summary_gives_p50_p95_p99_and_the_worst_rounded_to_hundredths():
+    summary = latency_summary([1.234, 2.345, 3.456, 100.0])
+
+    assert summary == {"p50": 2.35, "p95": 100.0, "p99": 100.0, "max": 100.0}
 
 
 def test_a_repeated_part_reports_its_median_run_and_every_runs_rate():
@@ -18,8 +64,8 @@ def test_a_repeated_part_reports_its_median_run_and_every_runs_rate():
     def run() -> list[Result]:
         drain, enqueue = next(rates)
         return [
-            Result("drain", {"jobs_per_second": drain, "run": drain}),
-            Result("enqueue", {"jobs_per_second": enqueue}),
+            Result("drain", "drain", AS_MET, {"jobs_per_second": drain, "run": drain}),
+            rate("enqueue", enqueue),
         ]
 
     drain, enqueue = median_of(3, run)
@@ -31,9 +77,139 @@ def test_a_repeated_part_reports_its_median_run_and_every_runs_rate():
 
 
 def test_a_single_run_is_reported_as_it_is():
-    (only,) = median_of(1, lambda: [Result("drain", {"jobs_per_second": 5})])
+    (only,) = median_of(1, lambda: [rate("drain", 5)])
 
     assert only.numbers == {"jobs_per_second": 5}
+
+
+def test_each_figure_is_shown_as_a_fraction_of_its_raw_loop_measured_in_the_same_run():
+    results = [
+        rate("drain.as_met", 2_000),
+        rate("ceiling.batch", 20_000, RAW),
+        rate("enqueue.as_met", 900),
+        rate("raw.enqueue", 1_000, RAW),
+    ]
+
+    lines = dict(ratios.ratio_lines(results))
+
+    assert lines["drain as met / raw SKIP LOCKED batch loop"] == "10%"
+    assert lines["enqueue, payload / raw INSERT+commit loop"] == "90%"
+    assert "drain under pgbench write load / quiet" not in lines, "a ratio needs both figures"
+
+
+def test_a_skipped_raw_loop_gives_no_ratio():
+    results = [rate("drain.as_met", 2_000), Result("ceiling.batch", "x", RAW, skipped="PG only")]
+
+    assert ratios.ratio_lines(results) == []
+
+
+def test_targets_are_met_at_their_bound_and_not_below_it():
+    results = [
+        rate("drain.as_met", 2_500),
+        rate("ceiling.batch", 10_000, RAW),
+        rate("debug.on", 84),
+        rate("debug.off", 100),
+    ]
+
+    found = {check.name: check for check in ratios.checks(results, "postgresql")}
+
+    assert found["drain as met vs raw batch loop"].met is True, "25% is the target itself"
+    assert found["drain as met vs raw batch loop"].value == "25%"
+    assert found["drain, DEBUG=True vs DEBUG=False"].met is False, "84% is below 85%"
+    assert found["drain, DEBUG=True vs DEBUG=False"].verdict == "NOT MET"
+    assert found["drain under write load vs quiet"].met is None, "not measured in this run"
+    assert found["drain under write load vs quiet"].verdict == "not measured"
+
+
+def test_postgresql_latency_targets_read_both_from_before_enqueue_and_from_commit():
+    latency = Result(
+        "latency.as_met",
+        "latency",
+        AS_MET,
+        {"p50": 2.4, "p99": 5.0, "from_commit": {"p50": 1.0, "p99": 2.9}},
+    )
+
+    found = {check.name: check.met for check in ratios.checks([latency], "postgresql")}
+
+    assert found["start latency, p50 from before enqueue"] is True
+    assert found["start latency, p99 from before enqueue"] is False, "the bound is strict"
+    assert found["start latency, p50 from commit"] is True
+    assert found["start latency, p99 from commit"] is True
+    assert found["after drain and sweep, p50 from before enqueue"] is None
+
+
+def test_sqlite_is_held_to_its_own_latency_targets_and_mysql_to_none():
+    latency = Result("latency.as_met", "latency", AS_MET, {"p50": 9.0, "p99": 60.0})
+
+    sqlite = {check.name: check.met for check in ratios.checks([latency], "sqlite")}
+    mysql = [check.name for check in ratios.checks([latency], "mysql")]
+
+    assert sqlite["start latency, p50 from before enqueue (SQLite)"] is True
+    assert sqlite["start latency, p99 from before enqueue (SQLite)"] is False
+    assert not [name for name in mysql if "latency" in name], "MySQL polls by design"
+
+
+def test_the_report_leads_with_the_as_met_figures_then_favourable_then_scale():
+    results = [
+        Result("scale", "claim beside history", SCALE, {"ratio": 1.02}),
+        rate("drain.burst", 7_000, FAVOURABLE),
+        rate("ceiling.batch", 30_000, RAW),
+        rate("drain.as_met", 3_000),
+        Result("cold.empty_stats", "cold burst", AS_MET, skipped="PostgreSQL only"),
+    ]
+    checks = [Check("drain as met vs raw batch loop", ">= 25%", "10%", False)]
+
+    lines = report_lines({"database": "postgresql 15"}, results, [("drain / raw", "10%")], checks)
+    text = "\n".join(lines)
+
+    assert lines[0] == "database: postgresql 15", "the header comes first"
+    order = [
+        text.index("== As users meet it"),
+        text.index("== Raw loops"),
+        text.index("== Ratios"),
+        text.index("== Issue 24's targets"),
+        text.index("== Favourable"),
+        text.index("== Scale"),
+    ]
+    assert order == sorted(order), text
+    assert "3,000 jobs/s" in text
+    assert "x1.02" in text
+    assert "NOT MET" in text
+    cold = next(line for line in lines if line.startswith("cold burst"))
+    assert "skipped" in cold
+    assert "PostgreSQL only" in cold, "a skipped part says why"
+
+
+def parser() -> CommandParser:
+    return Command().create_parser("manage.py", "benchjobs")
+
+
+def test_benchjobs_runs_every_part_unless_parts_are_named():
+    assert parser().parse_args([]).part is None
+    options = parser().parse_args(["--part", "cold", "--part", "drain", "--jobs", "500"])
+    assert options.part == ["cold", "drain"]
+    assert options.jobs == 500
+
+
+def test_benchjobs_names_every_part_it_can_run():
+    assert set(PARTS) == {
+        "drain",
+        "debug",
+        "cold",
+        "load",
+        "latency",
+        "enqueue",
+        "ceiling",
+        "scale",
+    }
+
+
+@pytest.mark.parametrize(
+    "arguments", [["--part", "nonsense"], ["--jobs", "0"], ["--repeat", "two"]]
+)
+def test_benchjobs_refuses_an_unknown_part_or_a_size_below_one(arguments):
+    with pytest.raises(CommandError):
+        call_command("benchjobs", *arguments)
 
 
 def test_resident_memory_shows_a_process_that_grows_late_in_its_run():
@@ -42,7 +218,7 @@ def test_resident_memory_shows_a_process_that_grows_late_in_its_run():
     whole run than over its first quarter."""
     grows = "import time; time.sleep(1); held = b'x' * (200 * 2**20); time.sleep(1)"
     process = subprocess.Popen([sys.executable, "-c", grows])
-    memory = bench.ResidentMemory(process.pid)
+    memory = ResidentMemory(process.pid)
     assert process.wait(timeout=30) == 0
 
     quarter, whole = memory.peak(0.25), memory.peak()
@@ -50,30 +226,3 @@ def test_resident_memory_shows_a_process_that_grows_late_in_its_run():
     assert quarter is not None, "sampled from /proc"
     assert whole is not None
     assert whole - quarter > 150, f"{quarter} MB in the first quarter, {whole} MB in all"
-
-
-def test_each_ceiling_shows_every_drain_as_a_fraction_of_it():
-    results = [
-        Result("drain (default config)", {"jobs_per_second": 2_000}),
-        Result("drain (tuned)", {"jobs_per_second": 5_000}),
-        Result("enqueue (one per transaction)", {"jobs_per_second": 900}),
-        Result("ceiling (raw SKIP LOCKED batch loop)", {"jobs_per_second": 20_000}),
-        Result("ceiling, 8 per pass (raw settle-and-claim loop)", {"jobs_per_second": 4_000}),
-    ]
-
-    bench.drains_against_ceilings(results)
-
-    assert results[3].numbers["drains_as_fraction"] == {"default config": 0.1, "tuned": 0.25}
-    assert results[4].numbers["drains_as_fraction"] == {"default config": 0.5, "tuned": 1.25}
-    assert "drains_as_fraction" not in results[2].numbers, "only ceilings carry it"
-
-
-def test_a_ceiling_skipped_on_sqlite_or_run_without_drains_carries_no_fractions():
-    skipped = Result("ceiling", {"skipped": "PostgreSQL only"})
-    alone = Result("ceiling (raw SKIP LOCKED batch loop)", {"jobs_per_second": 20_000})
-
-    bench.drains_against_ceilings([Result("drain (tuned)", {"jobs_per_second": 5_000}), skipped])
-    bench.drains_against_ceilings([alone])
-
-    assert skipped.numbers == {"skipped": "PostgreSQL only"}
-    assert alone.numbers == {"jobs_per_second": 20_000}

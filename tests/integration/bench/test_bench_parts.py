@@ -1,34 +1,148 @@
-"""The benchmark's raw baselines measure what they say: every row they write is
-counted and none is left behind (PostgreSQL only, as the parts are)."""
+"""Each benchmark part, run at a tiny size against the test database with real
+`runjobs` and enqueuer processes, produces its figures and leaves no bench row
+behind; a part that belongs to PostgreSQL says so elsewhere instead of failing.
+
+Sizes are tiny so the set stays quick: these prove the parts work, never how
+fast anything is."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from django.db import connection
 
-from acmeproxy.benchmarks import bench
+from acmeproxy.benchmarks.bench import stage
+from acmeproxy.benchmarks.bench.measure import Result
+from acmeproxy.benchmarks.bench.suite import Sizes, run
 from jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+TINY = Sizes(
+    jobs=40,
+    enqueues=20,
+    latency_jobs=5,
+    latency_gap=0.0,
+    settled=200,
+    samples=5,
+    pgbench_scale=1,
+)
 
-@pytest.fixture(autouse=True)
-def postgresql_only() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("the raw baselines are PostgreSQL's")
+#: The figures each part measures wherever it runs.
+EVERYWHERE = {
+    "drain": {"drain.as_met", "drain.burst", "drain.burst_tuned", "drain.burst_lanes"},
+    "debug": {"debug.off", "debug.on"},
+    "latency": {"latency.as_met", "latency.after_sweep", "latency.same_process"},
+    "enqueue": {"enqueue.as_met", "enqueue_many.as_met", "enqueue.empty", "enqueue_many.empty"},
+}
+#: The figures each part measures on PostgreSQL only, and says it skipped elsewhere.
+POSTGRESQL_ONLY = {
+    "cold": {"cold.empty_stats", "cold.analyzed"},
+    "load": {"load.quiet", "load.loaded"},
+    "ceiling": {"ceiling.batch", "ceiling.per_pass"},
+    "enqueue": {"raw.enqueue", "raw.enqueue_many", "raw.enqueue_empty", "raw.enqueue_many_empty"},
+}
 
 
-def test_the_raw_enqueue_baselines_insert_every_row_and_leave_none_behind():
-    one_by_one, bulk = bench.raw_enqueue_rates(25)
-    assert one_by_one.numbers["jobs"] == bulk.numbers["jobs"] == 25, "each part counts its rows"
-    assert one_by_one.numbers["jobs_per_second"] > 0, "the one-by-one rate is measured"
-    assert bulk.numbers["jobs_per_second"] > 0, "the bulk rate is measured"
-    assert not Job.objects.filter(kind__startswith="bench.").exists(), "its rows are deleted"
+def measured(part: str) -> tuple[set[str], set[str], dict[str, Result]]:
+    report = run([part], TINY, progress=lambda _: None)
+    done = {r.key for r in report.results if not r.skipped}
+    skipped = {r.key for r in report.results if r.skipped}
+    return done, skipped, {r.key: r for r in report.results}
 
 
-def test_the_per_pass_ceiling_settles_every_row_it_claims_eight_at_a_time():
-    result = bench.ceiling_per_pass(50)
-    assert result.numbers["jobs"] == 50, "every row was claimed and then settled"
+def has_its_figure(numbers: dict[str, Any]) -> bool:
+    return bool(numbers.get("jobs_per_second")) or "p50" in numbers or "ratio" in numbers
+
+
+def assert_no_bench_rows_left() -> None:
+    left = list(Job.objects.filter(kind__startswith="bench.").values_list("kind", "state"))
+    assert left == [], f"the part deletes its rows: {left}"
+
+
+@pytest.mark.parametrize("part", sorted(EVERYWHERE))
+def test_a_part_that_runs_everywhere_measures_each_figure_and_leaves_no_rows(part):
+    done, _, results = measured(part)
+
+    expected = EVERYWHERE[part]
+    if connection.vendor == "postgresql":
+        expected = expected | POSTGRESQL_ONLY.get(part, set())
+    assert expected <= done, f"{part} measured {sorted(done)}"
+    for key in done:
+        assert has_its_figure(results[key].numbers), f"{key}: {results[key].numbers}"
+    assert_no_bench_rows_left()
+
+
+def test_latency_is_read_from_before_enqueue_and_from_commit_across_processes():
+    _, _, results = measured("latency")
+
+    for key in ("latency.as_met", "latency.after_sweep"):
+        numbers = results[key].numbers
+        assert numbers["jobs"] == TINY.latency_jobs
+        assert numbers["p50"] >= numbers["from_commit"]["p50"] > 0, (
+            "the wait from before enqueue includes the wait from its commit"
+        )
+    assert results["latency.after_sweep"].numbers["swept_rows"] >= TINY.jobs, (
+        "the drain before it was settled and swept"
+    )
+
+
+@pytest.mark.parametrize("part", sorted(POSTGRESQL_ONLY.keys() - EVERYWHERE.keys()))
+def test_a_postgresql_part_measures_there_and_says_why_it_is_skipped_elsewhere(part):
+    if connection.vendor == "postgresql" and part == "load":
+        import shutil
+
+        if shutil.which("pgbench") is None:
+            pytest.skip("pgbench is not installed")
+    done, skipped, results = measured(part)
+
+    if connection.vendor == "postgresql":
+        assert POSTGRESQL_ONLY[part] <= done, f"{part} measured {sorted(done)}"
+        for key in POSTGRESQL_ONLY[part]:
+            assert has_its_figure(results[key].numbers), f"{key}: {results[key].numbers}"
+    else:
+        assert skipped, f"{part} says it skipped"
+        assert not done, f"{part} is PostgreSQL's"
+        for key in skipped:
+            assert "PostgreSQL" in (results[key].skipped or ""), "it says why"
+    assert_no_bench_rows_left()
+
+
+@pytest.mark.postgresql
+def test_the_cold_burst_meets_a_table_whose_statistics_say_it_is_empty():
+    _, _, results = measured("cold")
+
+    assert results["cold.empty_stats"].numbers["planned_rows"] in (0, 1), (
+        "ANALYZE ran with no bench row present (the sweep's row may be there)"
+    )
+    assert results["cold.analyzed"].numbers["planned_rows"] >= TINY.jobs, (
+        "the favourable burst's ANALYZE counted its rows"
+    )
+
+
+@pytest.mark.postgresql
+def test_the_ceiling_and_load_parts_drop_what_they_create():
+    run(["ceiling", "load"], TINY, progress=lambda _: None)
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('bench_ceiling')")
-        assert cursor.fetchone() == (None,), "its scratch table is dropped"
+        assert cursor.fetchone() == (None,), "the raw loops' scratch table is dropped"
+        cursor.execute(
+            "SELECT count(*) FROM pg_database WHERE datname = %s",
+            [f"{connection.settings_dict['NAME']}_pgbench"],
+        )
+        assert cursor.fetchone() == (0,), "pgbench's database is dropped"
+
+
+def test_scale_compares_a_claim_beside_history_and_leaves_no_rows():
+    _, skipped, results = measured("scale")
+
+    if connection.vendor not in stage.HISTORY_SQL:
+        assert skipped == {"scale"}
+        return
+    numbers = results["scale"].numbers
+    assert numbers["settled_rows"] == TINY.settled
+    assert numbers["empty_ms"] > 0
+    assert numbers["with_history_ms"] > 0
+    assert_no_bench_rows_left()

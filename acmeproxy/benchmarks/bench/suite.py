@@ -1,0 +1,164 @@
+"""Which parts run, in which order, at which sizes, and the header that says
+where they ran.
+
+Every selected part's as-met figures are measured first, then the favourable
+ones, then scale: the as-met drains meet the table as the previous part
+left it, never as a favourable part's VACUUM left it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+from django.utils import timezone
+
+from acmeproxy.benchmarks.bench import ceiling, drains, enqueue, latency, load, scale
+from acmeproxy.benchmarks.bench.measure import Check, Result, median_of, report_lines
+from acmeproxy.benchmarks.bench.ratios import checks, ratio_lines
+
+#: Every part, in the order they run; `benchjobs --part NAME` picks some.
+PARTS = ("drain", "debug", "cold", "load", "latency", "enqueue", "ceiling", "scale")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    #: Jobs in each drain and each raw claim loop, and in the drain before the sweep.
+    jobs: int = 20_000
+    #: `enqueue` calls, and specs in the one `enqueue_many` call.
+    enqueues: int = 5_000
+    #: Jobs the latency part enqueues, and the gap between them in seconds.
+    latency_jobs: int = 200
+    latency_gap: float = 0.02
+    #: Settled rows beside the claim in scale (a tenth as many scheduled ones).
+    settled: int = 1_000_000
+    #: Claims timed in scale.
+    samples: int = 200
+    #: `pgbench -i -s`: 10 is a million accounts rows.
+    pgbench_scale: int = 10
+    #: Runs of the drain, debug and enqueue parts; the median run is shown.
+    repeat: int = 1
+
+
+@dataclass
+class Report:
+    header: dict[str, str]
+    results: list[Result]
+    ratios: list[tuple[str, str]]
+    checks: list[Check]
+
+    def lines(self) -> list[str]:
+        return report_lines(self.header, self.results, self.ratios, self.checks)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            **self.header,
+            "results": [result.__dict__ for result in self.results],
+            "ratios": dict(self.ratios),
+            "targets": [check.__dict__ | {"verdict": check.verdict} for check in self.checks],
+        }
+
+
+def _as_met(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
+    n, e = sizes.jobs, sizes.enqueues
+    return {
+        "drain": lambda: drains.as_met(n),
+        "debug": lambda: drains.debug_pair(n),
+        "cold": lambda: drains.cold(n),
+        "load": lambda: load.quiet_and_loaded(n, sizes.pgbench_scale),
+        "latency": lambda: latency.as_met(sizes.latency_jobs, sizes.latency_gap, n),
+        "enqueue": lambda: [
+            enqueue.one_per_transaction(e),
+            ceiling.insert_loop(e),
+            enqueue.many(e),
+            ceiling.insert_many_statement(e),
+        ],
+        "ceiling": lambda: [ceiling.batch_loop(n), ceiling.per_pass_loop(n)],
+    }.get(part)
+
+
+def _favourable(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
+    n, e = sizes.jobs, sizes.enqueues
+    return {
+        "drain": lambda: drains.favourable(n),
+        "latency": lambda: [latency.same_process(sizes.latency_jobs, sizes.latency_gap)],
+        "enqueue": lambda: [
+            enqueue.one_per_transaction(e, with_payload=False),
+            ceiling.insert_loop(e, with_payload=False),
+            enqueue.many(e, with_payload=False),
+            ceiling.insert_many_statement(e, with_payload=False),
+        ],
+    }.get(part)
+
+
+#: Parts whose figures are rates worth repeating for a median.
+REPEATED = ("drain", "debug", "enqueue")
+
+
+def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = print) -> Report:
+    """Measure `parts` (names from `PARTS`) in `PARTS` order."""
+    chosen = [part for part in PARTS if part in parts]
+    started = header()
+    results: list[Result] = []
+    for phase in (_as_met, _favourable):
+        for part in chosen:
+            measure = phase(part, sizes)
+            if measure is None:
+                continue
+            progress(f"{part} ({'as met' if phase is _as_met else 'favourable'})")
+            repeat = sizes.repeat if part in REPEATED else 1
+            results += median_of(repeat, measure)
+    if "scale" in chosen:
+        progress("scale")
+        results.append(
+            scale.claim_against_history(sizes.samples, sizes.settled, sizes.settled // 10)
+        )
+    return Report(started, results, ratio_lines(results), checks(results, connection.vendor))
+
+
+def header() -> dict[str, str]:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    lines = {
+        "date": timezone.now().isoformat(timespec="seconds"),
+        "machine": f"{platform.node()}, {platform.machine()}, {os.cpu_count()} cores"
+        + (f", load average {load[0]:.1f} at start" if load else ""),
+        "python": sys.version.split()[0],
+        "database": describe_database(),
+    }
+    if connection.vendor == "postgresql":
+        lines["autovacuum"] = autovacuum()
+    return lines
+
+
+def describe_database() -> str:
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return f"SQLite {sqlite3.sqlite_version} ({connection.settings_dict['NAME']})"
+    statement = "SHOW server_version" if connection.vendor == "postgresql" else "SELECT VERSION()"
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
+        row = cursor.fetchone()
+    return f"{connection.vendor} {row[0] if row else '?'} ({connection.settings_dict['NAME']})"
+
+
+def autovacuum() -> str:
+    """Whether autovacuum is on, and where that was set when it is not: with it
+    off, the statistics are whatever the last ANALYZE saw and dead rows stay."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting, sourcefile FROM pg_settings WHERE name = 'autovacuum'")
+        row = cursor.fetchone()
+    if row is None:
+        return "unknown"
+    setting, source = row
+    if setting == "on":
+        return "on"
+    where = f" (set in {source})" if source else ""
+    return (
+        f"OFF{where}: no automatic ANALYZE or VACUUM here, so the planner's statistics are "
+        "whatever the last ANALYZE saw, and deleted rows stay as dead tuples"
+    )
