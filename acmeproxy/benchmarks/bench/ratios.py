@@ -24,6 +24,7 @@ RATIOS = (
     ("burst planned as empty / analyzed with its rows", "cold.empty_stats", "cold.analyzed"),
     ("drain with DEBUG=True / DEBUG=False", "debug.on", "debug.off"),
     ("enqueue, payload / raw INSERT+commit loop", "enqueue.as_met", "raw.enqueue"),
+    ("enqueue with DEBUG=True / DEBUG=False", "enqueue.debug", "enqueue.as_met"),
     ("enqueue_many, payload / raw statement alone", "enqueue_many.as_met", "raw.enqueue_many"),
     ("favourable: burst drain, default / raw batch loop", "drain.burst", "ceiling.batch"),
     ("favourable: burst drain, tuned / raw batch loop", "drain.burst_tuned", "ceiling.batch"),

@@ -74,6 +74,7 @@ def _as_met(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
         "enqueue": lambda: [
             enqueue.one_per_transaction(e),
             ceiling.insert_loop(e),
+            enqueue.one_per_transaction(e, debug_on=True),
             enqueue.many(e),
             ceiling.insert_many_statement(e),
         ],

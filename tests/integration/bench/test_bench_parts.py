@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, reset_queries
 
-from acmeproxy.benchmarks.bench import stage
+from acmeproxy.benchmarks.bench import enqueue, stage
 from acmeproxy.benchmarks.bench.measure import Result
 from acmeproxy.benchmarks.bench.suite import Sizes, run
 from jobs.models import Job
@@ -34,7 +34,13 @@ EVERYWHERE = {
     "drain": {"drain.as_met", "drain.burst", "drain.burst_tuned", "drain.burst_lanes"},
     "debug": {"debug.off", "debug.on"},
     "latency": {"latency.as_met", "latency.after_sweep", "latency.same_process"},
-    "enqueue": {"enqueue.as_met", "enqueue_many.as_met", "enqueue.empty", "enqueue_many.empty"},
+    "enqueue": {
+        "enqueue.as_met",
+        "enqueue.debug",
+        "enqueue_many.as_met",
+        "enqueue.empty",
+        "enqueue_many.empty",
+    },
 }
 #: The figures each part measures on PostgreSQL only, and says it skipped elsewhere.
 POSTGRESQL_ONLY = {
@@ -146,3 +152,16 @@ def test_scale_compares_a_claim_beside_history_and_leaves_no_rows():
     assert numbers["empty_ms"] > 0
     assert numbers["with_history_ms"] > 0
     assert_no_bench_rows_left()
+
+
+def test_the_enqueue_part_logs_only_its_debug_figures_inserts_and_leaves_debug_as_it_found_it(
+    settings,
+):
+    settings.DEBUG = True
+    reset_queries()
+    enqueue.one_per_transaction(3)
+    quiet = sum("INSERT" in query["sql"] for query in connection.queries)
+    enqueue.one_per_transaction(3, debug_on=True)
+    logged = sum("INSERT" in query["sql"] for query in connection.queries) - quiet
+
+    assert (quiet, logged, settings.DEBUG) == (0, 3, True)
