@@ -1,15 +1,19 @@
 """The runner's loop: how many can I take, take them, hand them on; then sleep
 until woken or the poll interval passes.
 
-Each pass reads the config, times out overrunning attempts, counts the free
-slots (`jobs.runner.slots`), and claims that many rows in the same statement
-and commit that settles the `Done` batch the completer holds
+Each pass times out overrunning attempts, counts the free slots
+(`jobs.runner.slots`), and claims that many rows in the same statement and
+commit that settles the `Done` batch the completer holds
 (`jobs.runner.completer`); the executor builds an attempt for each claim, and
 the worker pool runs them. `max_concurrent` is enforced here, per pass:
 raising it widens the next claim, lowering it only stops claiming until
-running attempts finish. While idle the loop re-reads the config at least
-every `CONFIG_CHECK_SECONDS`, and any change ends the wait at once, so a new
-poll interval cuts short a sleep begun at the old one.
+running attempts finish. The config row is re-read every
+`CONFIG_CHECK_SECONDS`, busy or idle, and any change ends an idle wait at
+once, so a new poll interval cuts short a sleep begun at the old one.
+
+A pass's own bookkeeping (that periodic re-read, the heartbeat) runs after
+its claims are handed on, never between a wake-up and the claim: each is a
+round trip, and a job enqueued just then would wait for it.
 """
 
 from __future__ import annotations
@@ -92,10 +96,12 @@ class Runner:
         self.completer = Completer(self.store, self.slots, clock)
         self.executor = Executor(self.registry, self.completer, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
-        #: Set when the config row should be read again before the next claim:
-        #: by the config ticker, a reload request (SIGHUP, a notice) or a save
-        #: in this process. Under load a pass does not read it every time.
+        #: Set when the config row must be read again before the next claim:
+        #: a reload request (SIGHUP, a notice) or a save in this process.
         self._config_stale = threading.Event()
+        #: Set by the config ticker every `JOBS_CONFIG_CHECK_SECONDS`: the row
+        #: is read again after the next pass's claims are handed on.
+        self._config_due = threading.Event()
         self._config_generation = live_config.generation()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
@@ -191,9 +197,9 @@ class Runner:
         self.doorbell.set()
 
     def _tick_config(self) -> None:
-        """Mark the config stale every `JOBS_CONFIG_CHECK_SECONDS` of real time."""
+        """Mark the config due every `JOBS_CONFIG_CHECK_SECONDS` of real time."""
         while not self._ticker_stop.wait(self._config_check):
-            self._config_stale.set()
+            self._config_due.set()
 
     def stop(self) -> None:
         """Stop claiming; attempts already running go on. Safe from a signal handler."""
@@ -275,7 +281,6 @@ class Runner:
         batch = self.completer.done_batch()
         running = self.slots.taken() - len(batch)
         share = self.slots.share(settings)
-        self.presence.beat(running, share)
         free = max(0, share - running)
         budgets = self.executor.budgets(settings, now)
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
@@ -289,6 +294,10 @@ class Runner:
         self.slots.started(started)
         self.pool.submit_many(started)
         self.passes += 1
+        # Bookkeeping, now that the claimed attempts are running.
+        self.presence.beat(running + len(started), share)
+        if self._config_due.is_set():
+            self._refresh(force=True)
         return len(claims), free
 
     def in_flight(self) -> list[Attempt]:
@@ -308,6 +317,7 @@ class Runner:
         if not (force or self._config_stale.is_set() or generation != self._config_generation):
             return self._current
         self._config_stale.clear()
+        self._config_due.clear()
         self._config_generation = generation
         previous, self._current = self._current, self.settings()
         if self._current != previous:
