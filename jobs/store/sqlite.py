@@ -19,7 +19,7 @@ from django.db import transaction
 from jobs.models import Job
 from jobs.store import sqlite_doorbell
 from jobs.store.base import NewJob
-from jobs.store.orm import OrmStore
+from jobs.store.orm import OrmStore, with_ids
 from jobs.store.rows import (
     CLAIM_COLUMNS,
     DATETIME_COLUMNS,
@@ -160,11 +160,20 @@ class SQLiteStore(OrmStore):
 
     def insert(self, row: NewJob) -> bool:
         """The portable insert, then a ring on commit when it inserted, as PostgreSQL's
-        insert notifies: `enqueue` does not notify again. `insert_many` rings once
-        per commit however many rows it inserted (see `ring_on_commit`)."""
+        insert notifies: `enqueue` does not notify again."""
         inserted = super().insert(row)
         if inserted:
             self.notify()
+        return inserted
+
+    def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
+        """The portable inserts in one transaction, then one ring on commit if any
+        was inserted: a ring asked for per row cost a batch of 5,000 an eighth
+        of its time in commit callbacks alone."""
+        with transaction.atomic(using=self.using):
+            inserted = [super(SQLiteStore, self).insert(row) for row in with_ids(rows)]
+            if any(inserted):
+                self.notify()
         return inserted
 
     def notify(self, payload: str = "") -> None:

@@ -44,6 +44,7 @@ import socket
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
@@ -73,14 +74,23 @@ BIND_TRIES = 3
 def place(database_name: object) -> str | None:
     """The doorbell directory of the SQLite database named `database_name` (Django's
     `NAME`: a path, or a `file:` URI), or None for an in-memory one."""
-    name = str(database_name)
+    name, tempdir = str(database_name), tempfile.gettempdir()
+    try:
+        return _absolute_places[tempdir, name]
+    except KeyError:
+        pass
     if name in ("", ":memory:") or "mode=memory" in name:
         return None
-    if name.startswith("file:"):
-        name = unquote(urlsplit(name).path)
-    if not os.path.isabs(name):
-        name = os.path.join(os.getcwd(), name)
-    return _place(tempfile.gettempdir(), name)
+    path = unquote(urlsplit(name).path) if name.startswith("file:") else name
+    if not os.path.isabs(path):
+        return _place(tempdir, os.path.join(os.getcwd(), path))
+    found = _absolute_places[tempdir, name] = _place(tempdir, path)
+    return found
+
+
+#: `place` of each database named by an absolute path (which no working
+#: directory changes), by temp dir: found once, as every enqueue asks for it.
+_absolute_places: dict[tuple[str, str], str] = {}
 
 
 @functools.lru_cache(maxsize=64)
@@ -137,8 +147,7 @@ def ring(directory: str, payload: str) -> None:
     socket kept for the process: some twenty microseconds with one runner.
     """
     try:
-        _check_private(directory)
-        paths = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(SUFFIX)]
+        paths = _sockets(directory, _check_private(directory))
         if not paths:
             return
         data, sender = payload.encode(), _sender()
@@ -279,11 +288,39 @@ def _bind(directory: str) -> tuple[socket.socket, str, int]:
     raise FileNotFoundError(f"{directory} kept vanishing")
 
 
-def _check_private(directory: str) -> None:
-    """Raise unless `directory` is a real directory of this user's that nobody else can use."""
+def _check_private(directory: str) -> os.stat_result:
+    """Raise unless `directory` is a real directory of this user's that nobody
+    else can use; its `lstat` when it is."""
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise PermissionError(f"{directory} is not a directory only this user can use")
+    return info
+
+
+#: The runners' sockets last listed in each directory, with the directory's
+#: inode and modification time then.
+_listed: dict[str, tuple[tuple[int, int], list[str]]] = {}
+
+#: A listing is kept only once the directory's last change is this old: a
+#: file system stamps changes at a coarse clock tick (up to 10 ms), so a
+#: socket bound in the same tick as a listing could leave the time unchanged.
+SETTLED_NS = 50_000_000
+
+
+def _sockets(directory: str, info: os.stat_result) -> list[str]:
+    """The runners' socket paths in `directory`, listed again only when a socket
+    came or went since the last listing (either changes the directory's
+    modification time): an enqueue rings without a listdir."""
+    version = (info.st_ino, info.st_mtime_ns)
+    cached = _listed.get(directory)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    paths = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(SUFFIX)]
+    if time.time_ns() - info.st_mtime_ns > SETTLED_NS:
+        _listed[directory] = (version, paths)
+    else:
+        _listed.pop(directory, None)
+    return paths
 
 
 def _remove(path: str) -> None:

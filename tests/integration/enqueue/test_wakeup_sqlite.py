@@ -150,3 +150,37 @@ def test_one_file_named_three_ways_has_one_doorbell_directory(tmp_path, monkeypa
 def test_a_uri_name_has_the_directory_of_its_file(tmp_path):
     database = Path(tmp_path / "db.sqlite3")
     assert sqlite_doorbell.place(f"file:{database}?mode=rwc") == sqlite_doorbell.place(database)
+
+
+def _age(directory: str, seconds: float) -> None:
+    """Stamp the directory's last change `seconds` ago."""
+    then = os.stat(directory).st_mtime - seconds
+    os.utime(directory, (then, then))
+
+
+def test_a_runner_that_binds_after_a_kept_listing_is_rung_by_the_next_enqueue(directory, ear):
+    _age(directory, 1)
+    assert enqueue(JobSpec.now("test.record", "listed"))  # lists, and keeps it: long settled
+    assert ear.heard() == [""]
+
+    late = Ear(directory)
+    try:
+        assert enqueue(JobSpec.now("test.record", "after"))
+        assert (ear.heard(), late.heard()) == ([""], [""]), "the bind changed the directory"
+    finally:
+        late.close()
+
+
+def test_a_listing_taken_while_the_directory_just_changed_is_not_kept(directory, ear):
+    assert enqueue(JobSpec.now("test.record", "listed"))  # the bind above was just now
+    assert ear.heard() == [""]
+    stamp = os.stat(directory)
+
+    late = Ear(directory)
+    try:
+        # A file system whose clock ticks coarsely stamps the bind with the same time.
+        os.utime(directory, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        assert enqueue(JobSpec.now("test.record", "after"))
+        assert late.heard() == [""]
+    finally:
+        late.close()
