@@ -299,7 +299,7 @@ class MySQLStore(OrmStore):
         if not done:
             return set()
         by_id = {job.id: (job, result) for job, result in done}
-        with transaction.atomic(using=self.using), self.runner_cursor() as cursor:
+        with self.pass_transaction(), self.runner_cursor() as cursor:
             cursor.execute(
                 LOCK_RUNNING_SQL.format(ids=_placeholders(len(by_id))),
                 [self.prepare("id", job_id) for job_id in by_id],
@@ -345,7 +345,7 @@ class MySQLStore(OrmStore):
         at = self.prepare("run_at", now)
         ready_params: list[Any] = [at, *kinds, at]
         in_kinds = _placeholders(len(kinds))
-        with transaction.atomic(using=self.using), self.runner_cursor() as cursor:
+        with self.pass_transaction(), self.runner_cursor() as cursor:
             candidates = select_ready(cursor, at, kinds, limit * CANDIDATES_PER_ROW)
             prior: dict[uuid.UUID, str] = {}
             # Oldest first, a chunk the size of what is still wanted at a time:

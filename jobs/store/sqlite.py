@@ -111,7 +111,7 @@ class SQLiteStore(OrmStore):
             ids=_placeholders(len(ids)),
             fences=", ".join(["(%s, %s, %s)"] * len(done)),
         )
-        with transaction.atomic(using=self.using), self.runner_cursor() as cursor:
+        with self.pass_transaction(), self.runner_cursor() as cursor:
             cursor.execute(sql, params)
             return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
@@ -121,7 +121,7 @@ class SQLiteStore(OrmStore):
         kinds = list(leases)
         at = self.prepare("run_at", now)
         ready_params: list[Any] = [at, *kinds, at]
-        with transaction.atomic(using=self.using), self.runner_cursor() as cursor:
+        with self.pass_transaction(), self.runner_cursor() as cursor:
             cursor.execute(
                 SELECT_READY_SQL.format(kinds=_placeholders(len(kinds))), [*ready_params, limit]
             )

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.models import State
 from tests.integration.store.support import KIND, LEASE, T0, queue, row
@@ -80,3 +82,16 @@ def test_settle_and_claim_does_not_claim_a_row_it_is_settling(store):
     assert won == {attempt.job.id}, "the attempt still owned its row and settled it"
     assert claims == [], "and the row was not claimed again in the same pass"
     assert row(attempt.job)["state"] == State.DONE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_is_one_transaction_with_no_savepoint_inside_it(store):
+    for n in range(2):
+        queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
+    (first,) = store.claim(T0, {KIND: LEASE}, 1)
+
+    with CaptureQueriesContext(connection) as captured:
+        won, (second,) = store.settle_and_claim([(first.job, None)], T0, {KIND: LEASE}, 1)
+
+    assert (won, second.job.key) == ({first.job.id}, "k1")
+    assert not [q["sql"] for q in captured.captured_queries if "SAVEPOINT" in q["sql"].upper()]
