@@ -316,25 +316,15 @@ class MySQLStore(OrmStore):
             if not won:
                 return set()
             ids = [self.prepare("id", job_id) for job_id in won]
-            with_result = [
-                (prepared, by_id[job_id][1])
-                for prepared, job_id in zip(ids, won, strict=True)
-                if by_id[job_id][1] is not None
-            ]
-            result_sql = (
-                "CASE `id` "
-                + " ".join(["WHEN %s THEN %s"] * len(with_result))
-                + " ELSE `result` END"
-                if with_result
-                else "`result`"
+            result_sql, result_params = self.results_case(
+                [(prepared, by_id[job_id][1]) for prepared, job_id in zip(ids, won, strict=True)],
+                "`id`",
+                "`result`",
             )
             at = self.prepare("finished_at", now)
-            params: list[Any] = [at, at]
-            for prepared, result in with_result:
-                params += [prepared, self.prepare("result", result)]
             cursor.execute(
                 COMPLETE_MANY_SQL.format(result=result_sql, ids=_placeholders(len(ids))),
-                [*params, *ids],
+                [at, at, *result_params, *ids],
             )
         return set(won)
 

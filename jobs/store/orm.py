@@ -77,6 +77,21 @@ class OrmStore(Store):
         two more lines in DEBUG's query log."""
         return transaction.atomic(using=self.using, savepoint=False)
 
+    def results_case(
+        self, pairs: Sequence[tuple[Any, Any]], id_column: str, column: str
+    ) -> tuple[str, list[Any]]:
+        """A batch settle's SET value for `column`: each `(prepared id, result)` pair
+        whose result is not None written to its own row, every other row keeping
+        what it holds; the SQL and its parameters."""
+        with_result = [(job_id, result) for job_id, result in pairs if result is not None]
+        if not with_result:
+            return column, []
+        params: list[Any] = []
+        for job_id, result in with_result:
+            params += [job_id, self.prepare("result", result)]
+        whens = " ".join(["WHEN %s THEN %s"] * len(with_result))
+        return f"CASE {id_column} {whens} ELSE {column} END", params
+
     # -- enqueue -------------------------------------------------------------
 
     def insert(self, row: NewJob) -> bool:

@@ -89,21 +89,13 @@ class SQLiteStore(OrmStore):
         if not done:
             return set()
         ids = [self.prepare("id", job.id) for job, _ in done]
-        with_result = [
-            (job_id, result)
-            for job_id, (_, result) in zip(ids, done, strict=True)
-            if result is not None
-        ]
-        result_sql = (
-            "CASE id " + " ".join(["WHEN %s THEN %s"] * len(with_result)) + " ELSE result END"
-            if with_result
-            else "result"
+        result_sql, result_params = self.results_case(
+            [(job_id, result) for job_id, (_, result) in zip(ids, done, strict=True)],
+            "id",
+            "result",
         )
         at = self.prepare("finished_at", now)
-        params: list[Any] = [at, at]
-        for job_id, result in with_result:
-            params += [job_id, self.prepare("result", result)]
-        params += ids
+        params: list[Any] = [at, at, *result_params, *ids]
         for job_id, (job, _) in zip(ids, done, strict=True):
             params += [job_id, job.attempts, self.prepare("lease_expires_at", job.lease_expires_at)]
         sql = COMPLETE_MANY_SQL.format(

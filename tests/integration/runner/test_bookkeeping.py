@@ -52,15 +52,21 @@ class Order:
         runner.presence.beat = beating
 
 
-def test_a_pass_due_to_reread_the_config_claims_first_and_reads_it_after_the_hand_off(
-    registry, make_runner
-):
+def watched_with_a_job(registry: Any, make_runner: Any) -> tuple[Any, Order]:
+    """A runner whose config reads and claims are recorded, and one ready job."""
     install(registry, Succeeds)
     order = Order()
     runner = make_runner(registry=registry, settings=order.settings)
     order.watch(runner)
     assert enqueue(JobSpec.now(Succeeds.kind, "k"))
     order.steps.clear()
+    return runner, order
+
+
+def test_a_pass_due_to_reread_the_config_claims_first_and_reads_it_after_the_hand_off(
+    registry, make_runner
+):
+    runner, order = watched_with_a_job(registry, make_runner)
 
     runner._config_due.set()  # what the config ticker does every JOBS_CONFIG_CHECK_SECONDS
     claimed, _ = runner.run_pass()
@@ -70,12 +76,7 @@ def test_a_pass_due_to_reread_the_config_claims_first_and_reads_it_after_the_han
 
 
 def test_a_reload_someone_asked_for_is_read_before_the_claim(registry, make_runner):
-    install(registry, Succeeds)
-    order = Order()
-    runner = make_runner(registry=registry, settings=order.settings)
-    order.watch(runner)
-    assert enqueue(JobSpec.now(Succeeds.kind, "k"))
-    order.steps.clear()
+    runner, order = watched_with_a_job(registry, make_runner)
 
     runner.reload()  # SIGHUP, or another process's notice
     runner.run_pass()
