@@ -18,21 +18,21 @@ Exit status: 0 when everything asked for was done; 1 when some of it was not
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import json
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobs import operations
+from jobs import job_ids, operations
+from jobs.job_ids import IdPrefix
 from jobs.models import LIVE_STATES, Job, State
 from jobs.operations import Report
 from jobs.presentation import duration, indented_json, next_run, relative, telling_line
@@ -45,18 +45,25 @@ from jobs.stats import Stats, collect, kinds_without_runner
 Write = Callable[[str], None]
 
 
+#: The Unicode categories `terminal_safe` escapes: controls (newline and tab
+#: among them), format characters (a right-to-left override), lone surrogates
+#: (which no terminal encoding can write) and the line and paragraph separators.
+UNSAFE = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
+
+
 def terminal_safe(text: str) -> str:
-    """`text` with every control and format character written as its escape.
+    """`text` on one line, with every character a terminal would obey written as its escape.
 
     Kinds, keys, payloads and errors come from callers, handlers and upstream
     services; printed raw, an escape sequence in one (`\\x1b[2J`, a carriage
     return, a right-to-left override) would be obeyed by the operator's
-    terminal instead of shown. Newlines and tabs are kept.
+    terminal instead of shown, and a newline would start a line that reads
+    as another job's row. Printable text, in any script, is kept as written.
     """
     return "".join(
-        char
-        if char in "\n\t" or unicodedata.category(char) not in ("Cc", "Cf")
-        else char.encode("unicode_escape").decode("ascii")
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) in UNSAFE
+        else char
         for char in text
     )
 
@@ -74,83 +81,7 @@ ERROR_WIDTH = 80
 STATES = [state.value for state in State]
 
 
-# --- Argument types -------------------------------------------------------------
-
-
-def job_id(text: str) -> uuid.UUID:
-    """A job id as the admin and `list` show it (a UUID)."""
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a job id (a UUID such as {uuid.UUID(int=0)})"
-        ) from None
-
-
-def payload(text: str) -> dict[str, Any]:
-    """A JSON object: a payload names its subject by fields."""
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--payload is not valid JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(
-            f"--payload must be a JSON object such as '{{\"order\": 42}}', not {_json_type(value)}"
-        )
-    return value
-
-
-def _json_type(value: object) -> str:
-    """What JSON calls the type of a decoded value: "an array", "a number", ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array"
-
-
-def delay(text: str) -> timedelta:
-    """A delay in seconds, zero or more."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--delay takes a number of seconds, not {text!r}"
-        ) from None
-    if not seconds >= 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(
-            f"--delay must be a finite number of seconds, zero or more, not {text}"
-        )
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise argparse.ArgumentTypeError(
-            f"--delay of {text} seconds is beyond any date a job can hold"
-        ) from None
-
-
-def database_alias(text: str) -> str:
-    """A database alias from `settings.DATABASES`."""
-    known = list(settings.DATABASES)
-    if text not in known:
-        raise argparse.ArgumentTypeError(
-            f"no database {text!r} in settings.DATABASES (known: {', '.join(known)})"
-        )
-    return text
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of 1 or more, not {value}")
-    return value
+# --- Arguments ------------------------------------------------------------------
 
 
 def default_by() -> str:
@@ -167,12 +98,14 @@ def default_by() -> str:
 
 def error_line(text: str, width: int = ERROR_WIDTH) -> str:
     """The telling line of `last_error` (`jobs.presentation.telling_line`), cut to `width`."""
-    line = telling_line(text)
+    line = terminal_safe(telling_line(text))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as lines with aligned columns; the last column is left ragged."""
+def table(cells: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as lines with aligned columns, each cell `terminal_safe`; the last column is
+    left ragged."""
+    rows = [[terminal_safe(cell) for cell in row] for row in cells]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
@@ -230,11 +163,14 @@ def list_jobs(
     return OK
 
 
-def show_job(write: Write, ident: uuid.UUID, *, using: str = DEFAULT_DB_ALIAS) -> int:
-    """Every field of one job; the payload as indented JSON and `last_error` in full."""
-    job = Job.objects.using(using).filter(id=ident).first()
+def show_job(write: Write, ident: uuid.UUID | IdPrefix, *, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Every field of one job, each on its line; the payload (as indented JSON) and
+    `last_error` (in full) as blocks whose lines are indented, so that no line of
+    theirs reads as a field."""
+    [job_id] = resolve([ident], using=using)
+    job = None if job_id is None else Job.objects.using(using).filter(id=job_id).first()
     if job is None:
-        raise CommandError(f"No job has the id {ident}.")
+        raise CommandError(f"No job has the id {_said(ident)}.")
     now = timezone.now()
     fields = [field.name for field in Job._meta.concrete_fields]
     width = max(len(name) for name in fields) + 1
@@ -243,15 +179,16 @@ def show_job(write: Write, ident: uuid.UUID, *, using: str = DEFAULT_DB_ALIAS) -
         label = f"{name}:".ljust(width)
         if name == "payload" and value:
             write(label)
-            for line in indented_json(value).splitlines():
-                write(f"  {line}")
+            # JSON escapes a newline inside a string: each "\n" left ends a line.
+            for line in indented_json(value).split("\n"):
+                write(f"  {terminal_safe(line)}")
         elif name == "payload":
             write(f"{label} {{}}")
         elif name == "last_error":
             if value:
                 write(label)
-                for line in value.rstrip().splitlines():
-                    write(f"  {line}")
+                for line in value.rstrip().split("\n"):
+                    write(f"  {terminal_safe(line.removesuffix('\r'))}")
             else:
                 write(f"{label} (none)")
         elif isinstance(value, datetime):
@@ -259,14 +196,79 @@ def show_job(write: Write, ident: uuid.UUID, *, using: str = DEFAULT_DB_ALIAS) -
         elif value is None:
             write(f"{label} -")
         else:
-            write(f"{label} {value}")
+            write(f"{label} {terminal_safe(str(value))}")
     handled = "registered in this project" if registry.get(job.kind) else "none in this project"
     write(f"{'handler:'.ljust(width)} {handled}")
     return OK
 
 
-def _unique(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
-    return list(dict.fromkeys(ids))
+#: How many of the jobs an ambiguous prefix begins are listed.
+MATCHES_SHOWN = 10
+
+
+def _said(ident: uuid.UUID | IdPrefix) -> str:
+    return str(ident) if isinstance(ident, uuid.UUID) else f"starting {ident}"
+
+
+def resolve(
+    idents: Sequence[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+) -> list[uuid.UUID | None]:
+    """The id each of `idents` names, in order: a whole id as given, a prefix as the one
+    job whose id it begins, or None when no job's does.
+
+    A prefix that begins several ids names none of them: the command stops,
+    before acting on anything, listing the jobs it begins (exit status 2, as
+    for any argument the operator must change).
+    """
+    found: list[uuid.UUID | None] = []
+    ambiguous: list[str] = []
+    jobs = Job.objects.using(using)
+    for ident in idents:
+        if isinstance(ident, uuid.UUID):
+            found.append(ident)
+            continue
+        ids = list(
+            jobs.filter(job_ids.matching(ident, using))
+            .order_by("id")
+            .values_list("id", flat=True)[: MATCHES_SHOWN + 1]
+        )
+        found.append(ids[0] if len(ids) == 1 else None)
+        if len(ids) > 1:
+            ambiguous += _ambiguity(ident, ids, using)
+    if ambiguous:
+        raise CommandError("\n".join(ambiguous), returncode=2)
+    return found
+
+
+def _ambiguity(prefix: IdPrefix, ids: list[uuid.UUID], using: str) -> list[str]:
+    """The lines saying which jobs `prefix` begins: id, state, kind and key, as `list` shows."""
+    shown = ids[:MATCHES_SHOWN]
+    jobs = Job.objects.using(using).filter(id__in=shown).order_by("id")
+    count = f"more than {MATCHES_SHOWN}" if len(ids) > MATCHES_SHOWN else str(len(ids))
+    rows = [[str(job.id), job.state, job.kind, job.key] for job in jobs]
+    return [
+        f"The id prefix {prefix} begins {count} jobs' ids; give more of its digits:",
+        *(f"  {line}" for line in table(rows)),
+    ]
+
+
+def _unique[T](items: Iterable[T]) -> list[T]:
+    return list(dict.fromkeys(items))
+
+
+def _acted_on(
+    write: Write,
+    idents: Iterable[uuid.UUID | IdPrefix],
+    using: str,
+    operation: Callable[[list[uuid.UUID]], Report],
+) -> int:
+    """Run `operation` on the jobs `idents` name; a prefix no job's id begins is
+    reported as the operation reports a missing id."""
+    found = resolve(_unique(idents), using=using)
+    report = operation(_unique(ident for ident in found if ident is not None))
+    for _ in range(found.count(None)):
+        report.skip("no such job")
+    return _reported(write, report)
 
 
 def _reported(write: Write, report: Report) -> int:
@@ -274,21 +276,25 @@ def _reported(write: Write, report: Report) -> int:
     return NOT_ALL_DONE if report.skipped else OK
 
 
-def retry_jobs(write: Write, ids: Iterable[uuid.UUID], *, using: str = DEFAULT_DB_ALIAS) -> int:
+def retry_jobs(
+    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+) -> int:
     """Queue failed or cancelled jobs again (see `jobs.operations.retry`)."""
-    return _reported(write, operations.retry(_unique(ids), using=using))
+    return _acted_on(write, ids, using, partial(operations.retry, using=using))
 
 
 def cancel_jobs(
-    write: Write, ids: Iterable[uuid.UUID], *, by: str, using: str = DEFAULT_DB_ALIAS
+    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, by: str, using: str = DEFAULT_DB_ALIAS
 ) -> int:
     """Retire queued or running jobs as cancelled (see `jobs.operations.cancel`)."""
-    return _reported(write, operations.cancel(_unique(ids), by=by, using=using))
+    return _acted_on(write, ids, using, partial(operations.cancel, by=by, using=using))
 
 
-def run_now_jobs(write: Write, ids: Iterable[uuid.UUID], *, using: str = DEFAULT_DB_ALIAS) -> int:
+def run_now_jobs(
+    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+) -> int:
     """Make queued jobs due now (see `jobs.operations.run_now`)."""
-    return _reported(write, operations.run_now(_unique(ids), using=using))
+    return _acted_on(write, ids, using, partial(operations.run_now, using=using))
 
 
 def enqueue_job(
@@ -308,7 +314,9 @@ def enqueue_job(
             spec = spec.with_delay(delay)
         queued = enqueue(spec, using=using)
     except InvalidJobSpec as error:
-        raise CommandError(f"Invalid job: {error}. Nothing was queued.") from None
+        raise CommandError(
+            f"Invalid job: {terminal_safe(str(error))}. Nothing was queued."
+        ) from None
     live = Job.objects.using(using).filter(kind=kind, key=key, state__in=LIVE_STATES).first()
     if not queued:
         held_by = f": id {live.id}, {live.state}" if live else ""
@@ -328,7 +336,10 @@ def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_
     """The dashboard's numbers as text, or `Stats.as_json()` for scripts."""
     stats = collect(using=using)
     if as_json:
-        write(json.dumps(stats.as_json(), indent=2, sort_keys=True))
+        # One write per line: `write` keeps each on one line. JSON escapes
+        # a newline within a string, so each "\n" left ends a line.
+        for line in json.dumps(stats.as_json(), indent=2, sort_keys=True).split("\n"):
+            write(line)
         return OK
     for line in stats_lines(stats, kinds_without_runner(using=using, now=stats.now)):
         write(line)

@@ -24,7 +24,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from jobs import operations, presentation
+from jobs import job_ids, operations, presentation
 from jobs.admin.dashboard import dashboard_page
 from jobs.admin.display import badge, pretty_json, stamp
 from jobs.admin.filters import (
@@ -61,7 +61,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         WaitingForHandlerFilter,
     ]
     search_fields = ["key"]
-    search_help_text = "A key (or part of one), or a job's id."
+    search_help_text = "A key (or part of one), or a job's id or its first 8 or more hex digits."
     ordering = ["-created_at"]
     date_hierarchy = "created_at"
     list_per_page = 50
@@ -226,13 +226,14 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
-        """By key, as usual; a term that parses as a UUID also finds the job with that id."""
+        """By key, as usual; a term that is a job's id, or its first 8 or more hex digits
+        (`jobs.job_ids`, as `manage.py jobs` takes them), also finds the jobs it names."""
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         try:
-            job_id = uuid.UUID(search_term.strip())
+            ident = job_ids.parse(search_term)
         except ValueError:
             return found, may_have_duplicates
-        return found | queryset.filter(id=job_id), may_have_duplicates
+        return found | queryset.filter(job_ids.matching(ident, queryset.db)), may_have_duplicates
 
     # -- actions ------------------------------------------------------------------
 

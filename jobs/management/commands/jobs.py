@@ -15,7 +15,7 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli, log
+from jobs import cli, cli_arguments, log
 from jobs.drivers import missing_driver
 
 EXIT_STATUS = """\
@@ -25,8 +25,16 @@ exit status:
      refused because a live job holds KIND:KEY, or an error such as an
      invalid job or no such id
   2  the arguments were refused (unknown subcommand, an id that is not a
-     UUID, a payload that is not a JSON object, a negative delay, ...)
+     UUID or 8 or more of its first hex digits, an id prefix that several
+     jobs' ids begin, a payload that is not a JSON object, a number out of
+     its range, ...)
 """
+
+
+ID_HELP = (
+    "A job's id, or its first 8 or more hex digits (hyphens ignored) if no other job's "
+    "id begins with them."
+)
 
 
 class HelpFormatter(DjangoHelpFormatter, RawDescriptionHelpFormatter):
@@ -54,7 +62,7 @@ class Command(BaseCommand):
         show = _verb(
             verbs, "show", "Every field of one job, the payload as JSON, last_error in full."
         )
-        show.add_argument("id", type=cli.job_id, metavar="ID")
+        show.add_argument("id", type=cli_arguments.job_id, metavar="ID", help=ID_HELP)
 
         retry = _verb(
             verbs,
@@ -62,7 +70,7 @@ class Command(BaseCommand):
             "Queue failed or cancelled jobs again, due now, with a fresh attempt budget. "
             "Exits 1 if any job was skipped.",
         )
-        retry.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
+        retry.add_argument("ids", type=cli_arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
 
         cancel = _verb(
             verbs,
@@ -70,7 +78,7 @@ class Command(BaseCommand):
             "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
             "Exits 1 if any job was skipped.",
         )
-        cancel.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
+        cancel.add_argument("ids", type=cli_arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
         cancel.add_argument(
             "--by",
             default=None,
@@ -80,7 +88,9 @@ class Command(BaseCommand):
         run_now = _verb(
             verbs, "run-now", "Make queued jobs due now. Exits 1 if any job was skipped."
         )
-        run_now.add_argument("ids", type=cli.job_id, nargs="+", metavar="ID")
+        run_now.add_argument(
+            "ids", type=cli_arguments.job_id, nargs="+", metavar="ID", help=ID_HELP
+        )
 
         _enqueue_arguments(
             _verb(
@@ -118,6 +128,8 @@ class Command(BaseCommand):
         using, verb = options["database"], options["verb"]
 
         def write(text: str) -> None:
+            # One line per write, whatever a field held: a newline in a key
+            # must not print a line that reads as another job's row.
             self.stdout.write(cli.terminal_safe(text))
 
         if verb == "list":
@@ -160,7 +172,7 @@ def _verb(verbs: _SubParsersAction[ArgumentParser], name: str, help: str) -> Arg
     sub.formatter_class = HelpFormatter
     sub.add_argument(
         "--database",
-        type=cli.database_alias,
+        type=cli_arguments.database_alias,
         default=DEFAULT_DB_ALIAS,
         help="The database alias to work on.",
     )
@@ -187,27 +199,34 @@ def _list_arguments(listing: ArgumentParser) -> None:
         action="store_true",
         help="Only running jobs whose lease has expired (their runner is likely gone).",
     )
+    low, high = cli_arguments.LIMIT_RANGE
     listing.add_argument(
         "--limit",
-        type=cli.positive_int,
+        type=cli_arguments.limit,
         default=cli.DEFAULT_LIMIT,
-        help=f"Show at most this many (default {cli.DEFAULT_LIMIT}).",
+        help=f"Show at most this many, {low} to {high:,} (default {cli.DEFAULT_LIMIT}).",
     )
 
 
 def _enqueue_arguments(enqueue: ArgumentParser) -> None:
     """`enqueue`'s kind and key, and what a `JobSpec` may add to them."""
+    low, high = cli_arguments.DELAY_RANGE
     enqueue.add_argument("kind", metavar="KIND")
     enqueue.add_argument("key", metavar="KEY")
     enqueue.add_argument(
-        "--payload", type=cli.payload, default=None, help="A JSON object (default {})."
+        "--payload", type=cli_arguments.payload, default=None, help="A JSON object (default {})."
     )
     enqueue.add_argument(
-        "--delay", type=cli.delay, default=None, help="Run no sooner than this many seconds."
+        "--delay",
+        type=cli_arguments.delay,
+        default=None,
+        help=f"Run no sooner than this many seconds ({low} to {high:,}, ten years).",
     )
+    low, high = cli_arguments.MAX_ATTEMPTS_RANGE
     enqueue.add_argument(
         "--max-attempts",
-        type=int,
+        type=cli_arguments.max_attempts,
         default=None,
-        help="The attempt budget for this job (default: the configured max_attempts).",
+        help=f"The attempt budget for this job, {low} to {high:,} "
+        "(default: the configured max_attempts).",
     )
