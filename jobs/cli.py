@@ -1,15 +1,16 @@
 """What `manage.py jobs` does: the operator's verbs at a shell, for when the admin
 is not at hand (an incident over SSH, a script, a cron check).
 
-The command module only parses arguments. The argument types here turn text
-into values or refuse it with a sentence (argparse then exits 2, or raises
-`CommandError` under `call_command`); each verb takes parsed values and a
-`write` callable and returns the exit status, so tests can call it without
-the command. Changes go through the same doors as the admin
-(`jobs.operations`, `jobs.queue.enqueue`, `jobs.stats.collect`), so the
-command holds no rules about identity, attempts or fencing of its own; and
-it says things in the admin's words (`jobs.presentation`), at the length a
-shell has room for.
+The command module only parses arguments. The argument types
+(`jobs.cli_arguments`) turn text into values or refuse it with a sentence
+(argparse then exits 2, or raises `CommandError` under `call_command`); each
+verb takes parsed values and a `write` callable and returns the exit status,
+so tests can call it without the command. A line a verb writes stays one
+line however many newlines a field held (`terminal_safe`). Changes go
+through the same doors as the admin (`jobs.operations`,
+`jobs.queue.enqueue`, `jobs.stats.collect`), so the command holds no rules
+about identity, attempts or fencing of its own; and it says things in the
+admin's words (`jobs.presentation`), at the length a shell has room for.
 
 Exit status: 0 when everything asked for was done; 1 when some of it was not
 (a job skipped, an enqueue refused as a duplicate) or the command failed

@@ -9,6 +9,7 @@ import sys
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from jobs import JobSpec, enqueue_many
 from jobs.models import Job
@@ -41,12 +42,16 @@ def manage_jobs(*args: str) -> subprocess.CompletedProcess[str]:
         (["show", "not-a-uuid"], 2, "'not-a-uuid' is not a job id"),
         (["enqueue", "k", "x", "--payload", "[1]"], 2, "--payload must be a JSON object"),
         (["enqueue", "k", "x", "--payload", "{nope"], 2, "--payload is not valid JSON"),
-        (["enqueue", "k", "x", "--delay", "-1"], 2, "--delay must be a finite number"),
+        (["enqueue", "k", "x", "--delay", "-1"], 2, "--delay: must be a number of seconds"),
         (["list", "--state", "stuck"], 2, "invalid choice: 'stuck'"),
         (["enqueue", "test.record", ""], 1, "Invalid job: key must be a non-empty string"),
         (["show", str(uuid.UUID(int=7))], 1, f"No job has the id {uuid.UUID(int=7)}"),
-        (["enqueue", "k", "x", "--delay", "1e300"], 2, "--delay of 1e300 seconds is beyond any"),
-        (["enqueue", "test.record", "x", "--delay", "1e13"], 1, "past the latest date a job"),
+        (["enqueue", "k", "x", "--delay", "1e300"], 2, "from 0 to 315,360,000 (ten years)"),
+        (["enqueue", "test.record", "x", "--delay", "1e13"], 2, "from 0 to 315,360,000"),
+        (["enqueue", "test.record", "x", "--max-attempts", "1001"], 2, "from 1 to 1,000"),
+        (["list", "--limit", "99999999999999999999"], 2, "--limit: must be a whole number"),
+        (["show", "3f00a95"], 2, "'3f00a95' is too short to find a job by"),
+        (["show", "3f00a956"], 1, "No job has the id starting 3f00a956."),
         (["list", "--database", "bogus"], 2, "no database 'bogus' in settings.DATABASES"),
     ],
 )
@@ -81,6 +86,22 @@ def test_a_real_process_exits_1_when_a_job_was_skipped_and_0_when_all_were_done(
     assert (cancelled.returncode, cancelled.stdout) == (0, "1 touched\n")
     job.refresh_from_db()
     assert job.state == "cancelled"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_process_given_an_ambiguous_id_prefix_lists_the_jobs_it_begins_and_exits_2():
+    for n in range(2):
+        ident = uuid.UUID(f"3f00a956-0000-4000-8000-{n:012x}")
+        Job.objects.create(
+            id=ident, kind="test.record", key=f"k{n}", max_attempts=5, run_at=timezone.now()
+        )
+
+    result = manage_jobs("cancel", "3f00a956")
+
+    assert result.returncode == 2, result.stderr
+    assert "The id prefix 3f00a956 begins 2 jobs' ids; give more of its digits:" in result.stderr
+    assert "3f00a956-0000-4000-8000-000000000001  queued  test.record  k1" in result.stderr
+    assert Job.objects.filter(state="queued").count() == 2, "nothing was cancelled"
 
 
 def test_a_real_process_whose_database_does_not_answer_says_so_in_a_sentence_and_exits_1(

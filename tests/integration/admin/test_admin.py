@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -209,6 +210,28 @@ def test_search_finds_a_job_by_its_id(admin_client):
     assert listed_keys(changelist(admin_client, q=wanted.id.hex.upper())) == {"wanted"}, (
         "any spelling of the UUID finds it"
     )
+
+
+def test_search_finds_jobs_by_a_prefix_of_their_id_as_the_jobs_command_takes_it(admin_client):
+    """The same spellings as `manage.py jobs show`: 8 or more hex digits, hyphens anywhere."""
+    make_job("first", id=uuid.UUID("3f00a956-1c2d-4e5f-8a9b-0123456789ab"))
+    make_job("second", id=uuid.UUID("3f00a956-ffff-4e5f-8a9b-0123456789ab"))
+    make_job("next", id=uuid.UUID("3f00a957-0000-4000-8000-000000000000"))
+    make_job("inside", id=uuid.UUID("00000000-0000-4000-8000-3f00a9560000"))
+
+    assert listed_keys(changelist(admin_client, q="3f00a956")) == {"first", "second"}
+    assert listed_keys(changelist(admin_client, q="3F00A956-1C2D")) == {"first"}
+    assert listed_keys(changelist(admin_client, q="3f00a9561c2d4e5f")) == {"first"}
+    assert listed_keys(changelist(admin_client, q="3f00a95")) == set(), (
+        "seven digits are too few to be taken for an id"
+    )
+
+
+def test_search_by_an_id_prefix_still_finds_keys_holding_the_term(admin_client):
+    make_job("build-deadbeef")
+    wanted = make_job("other", id=uuid.UUID("deadbeef-0000-4000-8000-000000000000"))
+
+    assert listed_keys(changelist(admin_client, q="deadbeef")) == {"build-deadbeef", wanted.key}
 
 
 # -- the detail ---------------------------------------------------------------
