@@ -6,7 +6,10 @@ database vendor the store does not support (PostgreSQL, MySQL / MariaDB and
 SQLite are; Django itself refuses MySQL and MariaDB versions too old for
 SKIP LOCKED), `jobs.E003` an unusable `settings.JOBS`, `jobs.E004` (with
 `--database`) a config row edited into nonsense, `jobs.E005` a database whose
-driver jobs needs is not installed (naming the extra that installs it).
+driver jobs needs is not installed (naming the extra that installs it),
+`jobs.E006` `TASKS` naming `jobs.tasks.JobsBackend` while `jobs` is not in
+`INSTALLED_APPS` (raised by the backend's own `check()`, which Django's tasks
+check calls: without the app, nothing in this module is ever imported).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 #: Column widths, shared with the model so the check and the schema agree.
@@ -68,7 +69,8 @@ class JobSpec:
     #: settled one releases it.
     key: str
     payload: dict[str, Any] = field(default_factory=dict)
-    #: Not before this instant.
+    #: Not before this instant: aware, or naive (a wall time in `TIME_ZONE`)
+    #: when `USE_TZ` is False, as Django keeps every datetime then.
     run_at: datetime = field(default_factory=timezone.now)
     #: The outer bound on retrying; `None` for none.
     deadline: datetime | None = None
@@ -171,14 +173,22 @@ class JobSpec:
                     f"{name} contains a lone surrogate, which is not text a database can "
                     f"store: {error}"
                 ) from error
+        use_tz = settings.USE_TZ
         for name, moment in (("run_at", self.run_at), ("deadline", self.deadline)):
             if moment is None and name == "deadline":
                 continue
             if not isinstance(moment, datetime):
                 raise InvalidJobSpec(f"{name} must be a datetime, got {moment!r}")
-            if timezone.is_naive(moment):
+            if use_tz and timezone.is_naive(moment):
                 raise InvalidJobSpec(
                     f"{name} must be timezone-aware; a naive datetime is ambiguous ({moment})"
+                )
+            if not use_tz and timezone.is_aware(moment):
+                # Django writes local times then and its SQLite and MySQL
+                # backends refuse an aware one; refused here on every database.
+                raise InvalidJobSpec(
+                    f"{name} must be naive (a wall time in TIME_ZONE) when USE_TZ is False, "
+                    f"got {moment.isoformat()}"
                 )
             try:
                 moment.astimezone(UTC)

@@ -8,6 +8,10 @@ backoff and attempt budget as any job. An exception in the task is a retry;
 raise `PermanentFailure` to fail at once. `get_result(id)` reads the row, so
 results are visible from every process.
 
+Nothing here imports the models at import time: Django's tasks check imports
+this module whenever `TASKS` names it, and it must be able to say that `jobs`
+is missing from `INSTALLED_APPS` (`jobs.E006`) instead of failing to import.
+
 Only functions that are registered tasks run: the backend remembers every
 task built for it (as their modules import, including each installed app's
 `tasks` module, which `jobs` imports at start-up) and never imports a path
@@ -16,24 +20,31 @@ taken from a row.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import traceback
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
+from django.conf import settings
+from django.core import checks
 from django.db import DEFAULT_DB_ALIAS
 from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import Task, TaskError
+from django.tasks.base import DEFAULT_TASK_PRIORITY, Task, TaskError
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.utils import timezone
 from django.utils.json import normalize_json
 
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
-from jobs.models import Job, State
-from jobs.queue import enqueue
 from jobs.registry import register
-from jobs.spec import InvalidJobSpec, JobSpec, strict_json
+from jobs.spec import JobSpec, strict_json
+
+if TYPE_CHECKING:
+    from jobs.models import Job
 
 #: The kind every task job has.
 KIND = "django.task"
@@ -47,12 +58,13 @@ class PermanentFailure(Exception):
     """Raise from a task to fail it at once, without spending further attempts."""
 
 
+#: A row's state (`jobs.models.State`, by value) as Django names a result's status.
 _STATUS = {
-    State.QUEUED: TaskResultStatus.READY,
-    State.RUNNING: TaskResultStatus.RUNNING,
-    State.DONE: TaskResultStatus.SUCCESSFUL,
-    State.FAILED: TaskResultStatus.FAILED,
-    State.CANCELLED: TaskResultStatus.FAILED,
+    "queued": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "done": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
 }
 
 
@@ -77,30 +89,51 @@ class JobsBackend(BaseTaskBackend):
         super().validate_task(task)
         _TASKS[task.module_path] = task
 
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        if not apps.is_installed("jobs"):
+            return [
+                checks.Error(
+                    "jobs.tasks.JobsBackend queues tasks in the jobs app's table, but "
+                    "jobs is not in INSTALLED_APPS.",
+                    hint='Add "jobs" to INSTALLED_APPS, then run migrate.',
+                    obj=f"TASKS[{self.alias!r}]",
+                    id="jobs.E006",
+                )
+            ]
+        return []
+
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any, Any]:
+        from jobs.queue import enqueue
+
         self.validate_task(task)
         try:
             args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         except (TypeError, ValueError) as error:
-            raise InvalidJobSpec(f"task arguments must be JSON round-trippable: {error}") from error
+            # Django's own exception and words, as its backends raise them
+            # (a TypeError, "Unsupported type: ..."): code written for
+            # Django's tasks catches that. The note says which call.
+            error.add_note(f"{task.module_path}: task arguments must be JSON")
+            raise
         payload = {
             "task": task.module_path,
             "backend": self.alias,
             "queue_name": task.queue_name,
+            "priority": task.priority,
+            "run_after": None if task.run_after is None else task.run_after.isoformat(),
             "takes_context": task.takes_context,
             "args": args,
             "kwargs": kwargs,
         }
         job_id = uuid.uuid4()
-        spec = JobSpec.now(KIND, str(job_id)).with_payload(payload)
-        if task.run_after is not None:
-            spec = JobSpec(kind=KIND, key=str(job_id), payload=payload, run_at=task.run_after)
+        spec = JobSpec(kind=KIND, key=str(job_id), payload=payload, run_at=_run_at(task))
         enqueue(spec, using=self.database, job_id=job_id)
         result = self.get_result(str(job_id))
         task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
+        from jobs.models import Job
+
         try:
             job = Job.objects.using(self.database).get(id=uuid.UUID(str(result_id)), kind=KIND)
         except (Job.DoesNotExist, ValueError):
@@ -108,22 +141,30 @@ class JobsBackend(BaseTaskBackend):
         return to_result(job, self.alias)
 
 
+def _run_at(task: Task[Any, Any]) -> datetime:
+    """When the task's job may run, as this project's rows hold time.
+
+    Django's own rule for `run_after`: aware when `USE_TZ` is on (Django's
+    `validate_task` refuses a naive one), and under `USE_TZ = False` naive,
+    meaning `TIME_ZONE`, an aware one being turned into that zone's wall time.
+    """
+    if task.run_after is None:
+        return timezone.now()
+    if not settings.USE_TZ and timezone.is_aware(task.run_after):
+        return timezone.make_naive(task.run_after)
+    return task.run_after
+
+
 def to_result(job: Job, alias: str) -> TaskResult[Any, Any]:
     """The `TaskResult` that a task job's row describes."""
     payload = job.payload
-    task = _TASKS.get(payload["task"])
-    if task is None:
-        raise TaskResultDoesNotExist(
-            f"{job.id} is a result of {payload['task']}, which is not a task in this process"
-        )
-    failed = job.state in (State.FAILED, State.CANCELLED) or (
-        job.state == State.QUEUED and job.attempts > 0
-    )
+    task = _enqueued_task(job)
+    failed = job.state in ("failed", "cancelled") or (job.state == "queued" and job.attempts > 0)
     errors = [_error(job.last_error)] if failed and job.last_error else []
     result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(job.id),
-        status=_STATUS[State(job.state)],
+        status=_STATUS[job.state],
         enqueued_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -135,9 +176,37 @@ def to_result(job: Job, alias: str) -> TaskResult[Any, Any]:
         # One entry per attempt so far; attempts are counted at claim.
         worker_ids=[f"attempt-{n}" for n in range(1, job.attempts + 1)],
     )
-    if job.state == State.DONE:
+    if job.state == "done":
         object.__setattr__(result, "_return_value", (job.result or {}).get("return_value"))
     return result
+
+
+def _enqueued_task(job: Job) -> Task[Any, Any]:
+    """The task as it was enqueued: its function, with the `using()` options
+    the payload kept.
+
+    Not the registered task as it stands: every variant `using()` builds
+    passes `validate_task` and so replaces it there, and a result read after
+    one was built would describe that variant (and compare unequal to the
+    result its enqueue returned). Rows queued before the payload kept
+    these options read as the decorator's defaults.
+    """
+    payload = job.payload
+    task = _TASKS.get(payload["task"])
+    if task is None:
+        raise TaskResultDoesNotExist(
+            f"{job.id} is a result of {payload['task']}, which is not a task in this process"
+        )
+    run_after = payload.get("run_after")
+    enqueued = {
+        "priority": payload.get("priority", DEFAULT_TASK_PRIORITY),
+        "queue_name": payload.get("queue_name", task.queue_name),
+        "run_after": None if run_after is None else datetime.fromisoformat(run_after),
+        "backend": payload.get("backend", task.backend),
+    }
+    if all(getattr(task, name) == value for name, value in enqueued.items()):
+        return task  # the common case: no variant, and nothing to build
+    return dataclasses.replace(task, **enqueued)
 
 
 def _error(last_error: str) -> TaskError:
@@ -176,7 +245,10 @@ class TaskHandler(JobHandler):
                 value = task.call(*args, **kwargs)
             value = normalize_json(value)
             strict_json(value)
-        except Exception as error:
+        except BaseException as error:
+            # Every BaseException, as the executor takes them (see
+            # `Executor.run`): a `sys.exit()` in a task is its failure, not
+            # the runner's, and on this worker thread nothing else raises one.
             described = f"{type(error).__module__}.{type(error).__qualname__}\n"
             described += "".join(traceback.format_exception(error))
             object.__setattr__(result, "status", TaskResultStatus.FAILED)

@@ -117,9 +117,10 @@ class Executor:
                 return
             outcome = self.run(attempt)
         except BaseException:
-            # `run` makes every Exception a Retry; what escapes it anyway (a
-            # SystemExit, say) leaves no outcome to settle: the slot is freed
-            # and the row left to its lease, as a crash would leave it.
+            # `run` makes whatever the handler raises a Retry; what escapes
+            # anyway came from the refusal or the completer, and leaves no
+            # outcome to settle: the slot is freed and the row left to its
+            # lease, as a crash would leave it. The pool keeps the thread.
             self.completer.let_go(attempt)
             raise
         self.completer.ended(attempt, outcome)
@@ -140,7 +141,18 @@ class Executor:
         return None
 
     def run(self, attempt: Attempt) -> Outcome:
-        """Call the handler; any exception, or a non-outcome, becomes a Retry."""
+        """Call the handler; anything it raises, or a non-outcome, becomes a Retry.
+
+        Anything means every BaseException, not only Exception. On a worker
+        thread none of them is a request to stop: Python delivers SIGINT's
+        KeyboardInterrupt to the main thread only (and `runjobs` handles its
+        signals itself), so a SystemExit or KeyboardInterrupt here is the
+        handler's own `sys.exit()` or a library's `exit()`; a CancelledError
+        its own cancellation (the budget's is `BudgetExpired`); a
+        GeneratorExit a bug. Each ends the attempt without an outcome, which
+        is a failure; let through, it ended the thread silently (threading
+        ignores SystemExit) and left the row `running` until its lease expired.
+        """
         handler, job = attempt.handler, attempt.job
         try:
             if _is_coroutine_function(handler.run):
@@ -151,7 +163,7 @@ class Executor:
             return Retry(
                 f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
             )
-        except Exception:
+        except BaseException:
             return Retry(traceback.format_exc())
         if isinstance(result, Done) and result.result is not None:
             try:

@@ -124,9 +124,11 @@ class WorkerPool[T]:
                 woken = False
                 try:
                     self._work(item)
-                except Exception as error:
+                except BaseException as error:
                     # The work reports its own failures; anything that still
-                    # escapes must not kill a thread the pool counts on.
+                    # escapes, a SystemExit included (on this thread it is no
+                    # request to stop the process), must not end a thread the
+                    # pool counts on.
                     log.event(
                         "worker_error",
                         logging.ERROR,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models.base import ModelState
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware
@@ -206,16 +207,19 @@ def loaded_datetime(value: Any) -> datetime | None:
 
 def text_datetime(value: Any) -> datetime | None:
     """For SQLite, whose dates are ISO text: parsed, and naive ones taken as UTC
-    (as Django writes them); None for text that is not a date."""
+    (as Django writes them); None for text that is not a date. Under
+    `USE_TZ = False` Django writes wall times in `TIME_ZONE` and reads them
+    back naive, and so does this: the runner's clock is naive then too."""
     moment = value if value is None or isinstance(value, datetime) else parse_datetime(str(value))
-    if moment is not None and is_naive(moment):
+    if moment is not None and is_naive(moment) and settings.USE_TZ:
         moment = make_aware(moment, UTC)
     return moment
 
 
 def naive_utc_datetime(value: Any) -> datetime | None:
-    """For MySQL, whose driver returns naive datetimes, in UTC as Django writes them."""
-    if isinstance(value, datetime) and is_naive(value):
+    """For MySQL, whose driver returns naive datetimes, in UTC as Django writes
+    them (left naive under `USE_TZ = False`, as `text_datetime` says why)."""
+    if isinstance(value, datetime) and is_naive(value) and settings.USE_TZ:
         return make_aware(value, UTC)
     return value  # type: ignore[no-any-return]
 

@@ -7,6 +7,7 @@ attempts ran, in which process, and whether they finished.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import timedelta
 
@@ -117,3 +118,14 @@ class RefuseHandler(JobHandler):
     def recover(self) -> None:
         if os.environ.get("TEST_RECOVER_RAISES"):
             raise RuntimeError("recover raises on purpose")
+
+
+@register
+class ExitHandler(JobHandler):
+    """Records the execution, then calls `sys.exit(1)`, as a library calling `exit()` might."""
+
+    kind = "test.exit"
+
+    def run(self, job: Job) -> Done:
+        _record(job)
+        sys.exit(1)

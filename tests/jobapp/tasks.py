@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from django.tasks import TaskContext, task
@@ -41,3 +42,11 @@ def which_attempt(context: TaskContext[Any, Any], fail_until: int) -> int:
 async def async_double(n: int) -> int:
     await asyncio.sleep(0)
     return n * 2
+
+
+@task
+def escape(how: str) -> None:
+    """Ends with a BaseException that is not an Exception, as `how` names it."""
+    if how == "exit":
+        sys.exit(1)
+    raise KeyboardInterrupt("a task interrupting itself")

@@ -6,6 +6,8 @@ Real threads, no database: what is proved is how items meet threads.
 
 import threading
 
+import pytest
+
 from jobs.runner.pool import WorkerPool
 from tests.helpers import wait_until
 
@@ -104,3 +106,36 @@ def test_a_thread_whose_item_raises_goes_on_to_the_next_item():
         pool.close()
 
     assert sorted(ran) == [1, 2], "the items after the one that raised still ran"
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [SystemExit(1), KeyboardInterrupt(), GeneratorExit()],
+    ids=lambda error: type(error).__name__,
+)
+def test_a_thread_whose_item_raises_a_base_exception_lives_on_to_take_the_next_item(escape):
+    """A SystemExit on a worker thread is no request to stop the process; let
+    through, it ended the thread silently and the pool had one fewer."""
+    threads: list[str] = []
+    finished = threading.Semaphore(0)
+
+    def work(item: int) -> None:
+        try:
+            threads.append(threading.current_thread().name)
+            if item == 0:
+                raise escape
+        finally:
+            finished.release()
+
+    pool: WorkerPool[int] = WorkerPool(work, name="escaping")
+    try:
+        pool.submit(0)
+        assert finished.acquire(timeout=WAIT), "the first item ran"
+        assert wait_until(lambda: pool.idle() == 1, WAIT), "its thread went back to waiting"
+        pool.submit(1)
+        assert finished.acquire(timeout=WAIT), "the next item ran"
+    finally:
+        pool.close()
+
+    assert threads[0] == threads[1], "the thread that raised took the next item itself"
+    assert pool.size == 0, "closed"

@@ -282,3 +282,15 @@ def test_validate_accepts_a_payload_exactly_when_a_json_round_trip_gives_it_back
     except InvalidJobSpec:
         accepted = False
     assert accepted == survives, f"{payload!r}: accepted {accepted}, round trip {survives}"
+
+
+def test_under_use_tz_false_a_spec_takes_naive_wall_times_and_refuses_aware_ones(
+    settings: Any,
+) -> None:
+    """Django keeps naive wall times in `TIME_ZONE` then (its SQLite and MySQL
+    backends refuse an aware one), so the spec's own default must pass."""
+    settings.USE_TZ = False
+    JobSpec.now("test.kind", "k").validate()
+    spec(run_at=datetime(2026, 3, 1, 12, 0)).validate()
+    with pytest.raises(InvalidJobSpec, match="run_at must be naive"):
+        spec(run_at=datetime(2026, 3, 1, 12, 0, tzinfo=UTC)).validate()

@@ -207,3 +207,46 @@ def test_a_run_that_returns_something_other_than_an_outcome_is_a_retry_saying_so
     assert job.state == State.QUEUED, "a wrong return value is retried, not taken as success"
     assert "returned 42" in job.last_error, "last_error says what run returned"
     assert "Done" in job.last_error, "and what it should have returned"
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [SystemExit(1), KeyboardInterrupt(), GeneratorExit()],
+    ids=lambda error: type(error).__name__,
+)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_base_exception_escaping_run_is_a_retry_with_its_traceback_and_frees_its_slot(
+    registry, make_runner, configure, escape, flavour
+):
+    """`sys.exit()` in a handler, or a library's `exit()`, ends that attempt only:
+    it is settled as any failure, where it had left the row running until its
+    lease expired. `drain` waits for every slot, so it returns only if the slot
+    was given back."""
+    configure(max_attempts=5, max_concurrent=1)
+
+    class Escapes(Recording):
+        kind = "test.escapes"
+
+        def outcome(self, job: Job) -> Any:
+            raise escape
+
+    class EscapesAsync(Escapes):
+        async def run(self, job: Job) -> Any:
+            return super().run(job)
+
+    handler = install(registry, Escapes if flavour == "sync" else EscapesAsync)
+    install(registry, Succeeds)
+    runner = make_runner(registry=registry)
+    assert enqueue(JobSpec.now(Escapes.kind, "k"))
+    runner.drain(timeout=10)
+
+    job = the_job(Escapes.kind)
+    assert job.state == State.QUEUED, "the attempt was settled as a retry"
+    assert job.attempts == 1
+    assert "Traceback" in job.last_error, "last_error holds the traceback"
+    assert type(escape).__name__ in job.last_error, "last_error names what was raised"
+    assert handler.abandoned == []
+
+    assert enqueue(JobSpec.now(Succeeds.kind, "next"))
+    runner.drain(timeout=10)
+    assert the_job(Succeeds.kind, "next").state == State.DONE, "its one slot took the next job"

@@ -4,12 +4,16 @@ runner, with results read back from the row."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings as django_settings
+from django.core import checks
 from django.tasks import TaskResultStatus, task_backends
+from django.tasks.backends.dummy import DummyBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.test import override_settings
 from django.utils import timezone
 from freezegun import freeze_time
 
@@ -74,11 +78,38 @@ def test_arguments_round_trip_as_json(drain):
     assert value == {"args": [1, [2, 3]], "kwargs": {"name": "x", "nested": {"a": [1]}}}
 
 
-def test_arguments_that_are_not_json_fail_the_enqueue_and_write_nothing():
-    with pytest.raises(InvalidJobSpec, match="JSON round-trippable"):
-        tasks.echo.enqueue(timezone.now())
-    with pytest.raises(InvalidJobSpec, match="JSON round-trippable"):
-        tasks.echo.enqueue(value={1, 2})
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((datetime(2030, 1, 1, tzinfo=UTC),), {}),
+        ((), {"value": {1, 2}}),
+        ((object(),), {}),
+        ((b"\xff",), {}),
+    ],
+    ids=["a datetime", "a set", "an object", "bytes that are not UTF-8"],
+)
+def test_arguments_that_are_not_json_raise_what_djangos_backends_raise_and_write_nothing(
+    args, kwargs
+):
+    """Django's backends raise TypeError ("Unsupported type: ...") for an argument
+    JSON has no type for (ValueError for bytes that are not text); code written
+    for Django's tasks catches those, so ours must raise the same."""
+    with pytest.raises((TypeError, ValueError)) as django_raised:
+        DummyBackend("dummy", {}).enqueue(tasks.echo, args, kwargs)
+    with pytest.raises((TypeError, ValueError)) as we_raised:
+        tasks.echo.enqueue(*args, **kwargs)
+    assert type(we_raised.value) is type(django_raised.value), "Django's exception class"
+    assert str(we_raised.value) == str(django_raised.value), "Django's words"
+    assert not Job.objects.exists(), "a refused enqueue writes no row"
+
+
+def test_arguments_json_holds_but_a_row_cannot_are_refused_as_invalid_and_write_nothing():
+    """Django's backends keep NaN and integer keys as they are; a row's JSON cannot,
+    and the task would read back something else, so enqueue refuses them."""
+    with pytest.raises(InvalidJobSpec):
+        tasks.echo.enqueue(float("nan"))
+    with pytest.raises(InvalidJobSpec, match="round trip"):
+        tasks.echo.enqueue(value={1: "one"})
     assert not Job.objects.exists(), "a refused enqueue writes no row"
 
 
@@ -178,3 +209,85 @@ def test_a_row_naming_a_function_that_is_not_a_registered_task_is_never_run(drai
     job = Job.objects.get(key="forged")
     assert job.state == State.FAILED
     assert "not a registered task" in job.last_error
+
+
+@pytest.mark.parametrize(
+    ("how", "raised"),
+    [("exit", "builtins.SystemExit"), ("interrupt", "builtins.KeyboardInterrupt")],
+)
+def test_a_task_that_exits_or_interrupts_itself_fails_like_any_exception(
+    drain, configure, how, raised
+):
+    """`sys.exit()` in a task (or a library's `exit()`) is the task's failure: each
+    attempt is a retry with its traceback, and the last one fails the task."""
+    configure(max_attempts=2)
+    result = tasks.escape.enqueue(how)
+    drain()
+    finished = tasks.escape.get_result(result.id)
+    assert finished.status == TaskResultStatus.FAILED, "out of attempts, the task failed"
+    assert finished.attempts == 2, "the first attempt was retried, as any failure is"
+    assert finished.errors[0].exception_class_path == raised
+    assert "Traceback" in finished.errors[0].traceback
+
+
+def test_get_result_describes_the_task_as_enqueued_not_a_variant_built_since():
+    """`using()` builds a new Task, which Django validates and so our backend sees;
+    a result read later must still describe the task its enqueue queued."""
+    backend = task_backends["default"]
+    later = timezone.now() + timedelta(hours=1)
+    plain = tasks.add.enqueue(1, 1)
+    deferred = tasks.add.using(run_after=later).enqueue(2, 2)
+    tasks.add.using(run_after=later + timedelta(hours=1))  # built, never enqueued
+
+    assert backend.get_result(plain.id) == plain, "the plain enqueue reads back equal"
+    assert backend.get_result(plain.id).task.run_after is None
+    assert backend.get_result(deferred.id) == deferred, "the deferred enqueue reads back equal"
+    assert backend.get_result(deferred.id).task.run_after == later
+    assert tasks.add.get_result(deferred.id).task == tasks.add.using(run_after=later)
+
+
+def test_with_use_tz_false_a_task_enqueues_and_runs(settings, drain):
+    """Django supports `USE_TZ = False`; a task enqueue must not demand an aware time."""
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "Asia/Tokyo"
+    result = tasks.add.enqueue(2, 3)
+    assert result.enqueued_at is not None
+    assert timezone.is_naive(result.enqueued_at), "times read back as Django keeps them"
+    drain()
+    assert tasks.add.get_result(result.id).return_value == 5
+
+
+@pytest.mark.parametrize("given", ["naive", "aware"])
+def test_with_use_tz_false_run_after_is_the_instant_it_names_in_time_zone(
+    settings, make_runner, configure, given
+):
+    """Under `USE_TZ = False` Django reads a naive datetime as a wall time in
+    `TIME_ZONE` (and allows an aware one): the task runs at that instant, not
+    hours off. Tokyo is nine hours from UTC, so a mix-up cannot pass."""
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "Asia/Tokyo"
+    configure(retry_base_seconds=0, retry_max_seconds=0)
+    registry = Registry()
+    registry.register(TaskHandler)
+    wall = (timezone.now() + timedelta(hours=2)).replace(microsecond=0)
+    run_after = wall if given == "naive" else timezone.make_aware(wall).astimezone(UTC)
+    result = tasks.add.using(run_after=run_after).enqueue(1, 1)
+    assert Job.objects.get(pk=uuid.UUID(result.id)).run_at == wall, "kept as Tokyo's wall time"
+
+    make_runner(registry=registry, clock=lambda: wall - timedelta(seconds=1)).drain()
+    assert tasks.add.get_result(result.id).status == TaskResultStatus.READY, "not a second early"
+    make_runner(registry=registry, clock=lambda: wall).drain()
+    assert tasks.add.get_result(result.id).return_value == 2, "run at the instant named"
+
+
+def test_the_backend_checks_that_the_jobs_app_is_installed():
+    """Without the app there is no table: every enqueue would fail at run time."""
+    backend = task_backends["default"]
+    assert backend.check() == [], "installed, the backend has nothing to say"
+    without_jobs = [app for app in django_settings.INSTALLED_APPS if not app.startswith("jobs")]
+    with override_settings(INSTALLED_APPS=without_jobs):
+        found = backend.check()
+    assert [message.id for message in found] == ["jobs.E006"]
+    assert found[0].level == checks.ERROR
+    assert found[0].hint is not None
+    assert '"jobs"' in found[0].hint, "the hint says what to add to INSTALLED_APPS"
