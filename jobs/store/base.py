@@ -201,9 +201,11 @@ class Store:
 
         Opens a connection of its own and subscribes it (SQLite: binds a
         socket), then calls `listening(channel)` once, before any payload:
-        nothing sent before that was heard. Checks `stopping` at least every
-        half second. Raises Django's `DatabaseError` when the connection fails
-        or is lost; the caller (`jobs.wakeup.Listener`) reconnects. Only for
-        stores with `wakes_other_processes`.
+        nothing sent before that was heard. Ends at once when `stopping` is
+        set if it has a `fileno` to select on (`jobs.wakeup.Stopping`, what
+        the runner passes), else within half a second. Raises Django's
+        `DatabaseError` when the connection fails or is lost; the caller
+        (`jobs.wakeup.Listener`) reconnects. Only for stores with
+        `wakes_other_processes`.
         """
         raise NotImplementedError

@@ -55,9 +55,9 @@ from jobs import log
 #: How a runner's socket is named in the directory: anything else there is ignored.
 SUFFIX = ".sock"
 
-#: How long a runner's listener waits for a ring before checking whether to
-#: stop and whether its socket is still there. Short, since a stopping runner
-#: waits for it (PostgreSQL's listener blocks in the driver for 0.5 s): twenty
+#: How long a runner's listener waits for a ring before checking whether its
+#: socket is still there (and, told to stop by a plain `threading.Event`,
+#: whether to stop; a `jobs.wakeup.Stopping` ends the wait at once): twenty
 #: idle wake-ups a second, each a select and a stat, cost next to nothing.
 TICK_SECONDS = 0.05
 
@@ -183,7 +183,8 @@ def listen(
     directory: str | None, stopping: threading.Event, listening: Callable[[str], None]
 ) -> Iterator[str]:
     """`Store.notices` for SQLite: each distinct payload rung since the last, until
-    `stopping` is set (seen within `TICK_SECONDS`).
+    `stopping` is set (seen at once when it has a `fileno`, as
+    `jobs.wakeup.Stopping` does; else within `TICK_SECONDS`).
 
     Calls `listening(path)` once its socket is bound. A runner that cannot
     listen says so once and yields nothing until stopped: it polls.
@@ -192,7 +193,7 @@ def listen(
         stopping.wait()  # in-memory: no other process can queue work in it
         return
     try:
-        bell = Bell(directory)
+        bell = Bell(directory, stopping)
     except OSError as error:
         _fall_back(directory, error)
         stopping.wait()
@@ -202,9 +203,9 @@ def listen(
         while not stopping.is_set():
             try:
                 payloads = bell.wait(TICK_SECONDS)
-                if not payloads and bell.lost():
+                if not payloads and not stopping.is_set() and bell.lost():
                     bell.close()
-                    bell = Bell(directory)
+                    bell = Bell(directory, stopping)
                     log.event("runner_doorbell_rebound", path=bell.path)
                     payloads = [""]  # a ring may have gone to the lost socket
             except OSError as error:
@@ -221,19 +222,23 @@ class Bell:
 
     Named at random, so a runner never takes over another's (or a dead one's)
     file. The last runner to leave removes the directory too, so a test run
-    or a renamed database leaves nothing behind in the temp dir.
+    or a renamed database leaves nothing behind in the temp dir. A `stopping`
+    with a `fileno` ends its waits at once when set.
     """
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, stopping: object = None) -> None:
         self.directory = directory
         self.socket, self.path, self._inode = _bind(directory)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.socket, selectors.EVENT_READ)
+        if hasattr(stopping, "fileno"):
+            self._selector.register(stopping, selectors.EVENT_READ)
 
     def wait(self, timeout: float) -> list[str]:
         """The distinct payloads rung within `timeout` seconds, every waiting one
-        read at once; [] if none came."""
-        if not self._selector.select(timeout):
+        read at once; [] if none came, or the wait was stopped."""
+        ready = self._selector.select(timeout)
+        if not any(key.fileobj is self.socket for key, _ in ready):
             return []
         payloads: dict[str, None] = {}
         for _ in range(MAX_READ):

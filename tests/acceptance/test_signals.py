@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job
+from jobs.store import for_database
 from tests.acceptance import wait_for_attempt, wait_for_log
 from tests.conftest import RunJobs
 from tests.jobapp.models import Execution
@@ -28,6 +30,21 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: takes over the attempts they watch; and a short poll, so a runner that kept
 #: claiming after a signal would claim the late job within a fraction of a second.
 ENV = {"TEST_SLEEP_LEASE": "30", "JOBS_POLL_INTERVAL_MS": "100"}
+
+
+#: How long a stopping runner may take from the signal (idle) or the last
+#: attempt's settle (busy) to its last log line. It measured 4 to 10 ms; it
+#: was up to half a second when the listener saw the stop only at its next
+#: 0.5 s tick.
+PROMPT = timedelta(seconds=0.25)
+
+
+def logged_at(process: RunJobs, event: str) -> datetime:
+    """When `process` logged `event` (its terminal line's time, to the millisecond),
+    in the current time zone, as `runjobs` writes it."""
+    [line] = [line for line in process.output().splitlines() if f" {event} " in f"{line} "]
+    stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    return timezone.make_aware(stamp)
 
 
 def start_sleeping(runjobs, key: str, seconds: float, *args: str) -> tuple[Job, RunJobs]:
@@ -68,6 +85,47 @@ def test_a_stop_signal_stops_claiming_lets_the_running_attempt_settle_and_exits_
         "a stopping runner never runs a job it was not already running"
     )
     assert not Job.objects.filter(state="running").exists(), "a clean stop leaves nothing running"
+
+
+def test_an_idle_runner_exits_promptly_after_a_stop_signal_without_waiting_for_a_tick(
+    runjobs,
+):
+    """A deploy stops every idle runner: each used to wait out its listener's
+    0.5 s tick (on PostgreSQL) before it could exit."""
+    process = runjobs(env=ENV)
+    listens = for_database().wakes_other_processes
+    wait_for_log(process, "runner_listening" if listens else "runner_started", 20)
+
+    os.kill(process.pid, signal.SIGTERM)
+    status = process.wait(timeout=10)
+
+    assert status == 0, f"an idle runner stops cleanly:\n{process.output()}"
+    took = logged_at(process, "runner_stopped") - logged_at(process, "runner_stopping")
+    assert took < PROMPT, (
+        f"an idle runner is stopped {took.total_seconds():.3f}s after the signal, "
+        f"not at its listener's next tick:\n{process.output()}"
+    )
+
+
+def test_a_runner_signalled_mid_attempt_exits_as_soon_as_that_attempt_settles(runjobs):
+    """Nothing is left to wait for once the last attempt's row is settled: the
+    process goes then, not a poll or a tick later."""
+    job, process = start_sleeping(runjobs, "last", 1, "--grace", "10")
+
+    os.kill(process.pid, signal.SIGTERM)
+    wait_for_log(process, "runner_stopping")
+    status = process.wait(timeout=10)
+
+    assert status == 0, f"the attempt settled within the grace:\n{process.output()}"
+    job.refresh_from_db()
+    assert job.state == "done", "the attempt running at the signal settles done"
+    finished_at = Execution.objects.get(job_id=job.id).finished_at
+    assert finished_at is not None
+    took = logged_at(process, "runner_stopped") - finished_at
+    assert took < PROMPT, (
+        f"the runner is stopped {took.total_seconds():.3f}s after its last attempt "
+        f"ended:\n{process.output()}"
+    )
 
 
 def test_a_stop_signal_stops_every_lane_and_lets_each_lanes_attempt_settle(runjobs, configure):

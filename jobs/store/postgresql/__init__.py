@@ -14,6 +14,7 @@ The verbs are here; their statements in `.sql`, and how those are sent
 from __future__ import annotations
 
 import contextlib
+import selectors
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,7 +38,9 @@ from jobs.store.rows import Claim, claim_from_row, in_run_at_order, lease_ends, 
 #: made chunks of 500 to 1,000 faster than one statement for the batch.
 INSERT_MANY_CHUNK = 1_000
 
-#: How long the listener blocks before checking whether to stop.
+#: How long the listener blocks before checking whether to stop, when told to
+#: stop by a plain `threading.Event`; a `jobs.wakeup.Stopping` (what the
+#: runner's listener passes) ends the wait at once.
 LISTEN_TICK_SECONDS = 0.5
 
 
@@ -176,14 +179,35 @@ class PostgreSQLStore(OrmStore):
             cursor.execute(sql.NOTIFY_SQL, [payload])
 
     def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
+        """Waits in a `select` on the listening connection's socket and on
+        `stopping` (when it has a `fileno`, as `jobs.wakeup.Stopping` does),
+        then reads whatever arrived without blocking.
+
+        psycopg's `notifies(timeout=...)` blocks in the driver, where nothing
+        but its timeout ends the wait, so a stopping runner waited for that
+        tick; closing the connection from another thread does not wake a
+        `poll` on its socket either. A notice or a lost connection makes the
+        socket readable, so the drain that follows yields it or raises.
+        """
         params = driver.plain_connection_params(self.connection)
         try:
-            with psycopg.connect(**params, autocommit=True) as listener:
+            with (
+                psycopg.connect(**params, autocommit=True) as listener,
+                selectors.DefaultSelector() as ready,
+            ):
                 listener.execute(sql.LISTEN_SQL)
                 listening(sql.WAKEUP_CHANNEL)
+                ready.register(listener.fileno(), selectors.EVENT_READ)
+                tick: float | None = LISTEN_TICK_SECONDS
+                if hasattr(stopping, "fileno"):
+                    ready.register(stopping, selectors.EVENT_READ)
+                    tick = None
                 while not stopping.is_set():
-                    for notice in listener.notifies(timeout=LISTEN_TICK_SECONDS):
+                    # Drain first: notices that came with the LISTEN's answer
+                    # are already read, and a select would not see them.
+                    for notice in listener.notifies(timeout=0):
                         yield notice.payload
+                    ready.select(tick)
         except psycopg.Error as error:
             raise DatabaseError(str(error)) from error
 
