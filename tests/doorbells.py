@@ -10,6 +10,7 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -39,6 +40,17 @@ def own_tempdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         yield directory
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(name="directory")
+def doorbell_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The test database's doorbell directory, in a temp dir of the test's own.
+    Asks for `tmp_path` so it is set up after it (pytest makes that in the real
+    temp dir), and a module's `runjobs` fixture taking it is torn down first.
+
+    Import `doorbell_directory` and ask for `directory`: the fixture's name."""
+    with own_tempdir(monkeypatch) as found:
+        yield found
 
 
 class Ear:

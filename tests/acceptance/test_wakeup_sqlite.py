@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.store import sqlite_doorbell
-from tests.doorbells import only_sqlite, own_tempdir
+from tests.doorbells import doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
 from tests.factories import add_ready_job
 from tests.helpers import wait_until
 from tests.jobapp.models import Execution
@@ -26,14 +24,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), only_sqlite]
 AN_HOUR_MS = 3_600_000
 #: And the runner's own config check, which could explain a prompt config change.
 QUIET = {"JOBS_CONFIG_CHECK_SECONDS": "3600"}
-
-
-@pytest.fixture
-def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """After `tmp_path`, which pytest makes in the real temp dir; before `runjobs`,
-    so its processes are gone first."""
-    with own_tempdir(monkeypatch) as found:
-        yield found
 
 
 def sockets(directory: str) -> list[str]:

@@ -19,17 +19,10 @@ from jobs.models import Job, JobsConfig
 from jobs.operations import run_now
 from jobs.store import sqlite_doorbell
 from jobs.wakeup import CONFIG_NOTICE
-from tests.doorbells import Ear, only_sqlite, own_tempdir
+from tests.doorbells import Ear, doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
 from tests.integration.enqueue.support import Rollback, enqueue_then_roll_back
 
 pytestmark = [pytest.mark.django_db(transaction=True), only_sqlite]
-
-
-@pytest.fixture
-def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """After `tmp_path`, which pytest makes in the real temp dir."""
-    with own_tempdir(monkeypatch) as found:
-        yield found
 
 
 @pytest.fixture

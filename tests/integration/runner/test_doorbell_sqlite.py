@@ -10,7 +10,6 @@ import os
 import queue
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,19 +17,12 @@ from jobs.models import Job, State
 from jobs.runner import Runner
 from jobs.store import sqlite_doorbell
 from jobs.wakeup import CONFIG_NOTICE
-from tests.doorbells import only_sqlite, own_tempdir
+from tests.doorbells import doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
 from tests.factories import add_ready_job
 from tests.helpers import running, wait_until
 from tests.integration.runner.support import WAIT, events
 
 pytestmark = [pytest.mark.django_db(transaction=True), only_sqlite]
-
-
-@pytest.fixture
-def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """After `tmp_path`, which pytest makes in the real temp dir."""
-    with own_tempdir(monkeypatch) as found:
-        yield found
 
 
 @pytest.fixture
