@@ -11,7 +11,6 @@ differs (the claim, the insert) and the wake-up its database can carry.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 
 from jobs.models import Job
+from jobs.stopping import Stopping
 from jobs.store.rows import Claim
 
 
@@ -196,14 +196,13 @@ class Store:
         """Send `payload` to every listening runner when the current transaction
         commits (never on rollback). A no-op where the database has no way to."""
 
-    def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
+    def notices(self, stopping: Stopping, listening: Callable[[str], None]) -> Iterator[str]:
         """Each notice's payload, as it arrives, until `stopping` is set.
 
         Opens a connection of its own and subscribes it (SQLite: binds a
         socket), then calls `listening(channel)` once, before any payload:
         nothing sent before that was heard. Ends at once when `stopping` is
-        set if it has a `fileno` to select on (`jobs.wakeup.Stopping`, what
-        the runner passes), else within half a second. Raises Django's
+        set: it waits in a `select` on its socket and on `stopping`. Raises Django's
         `DatabaseError` when the connection fails or is lost; the caller
         (`jobs.wakeup.Listener`) reconnects. Only for stores with
         `wakes_other_processes`.

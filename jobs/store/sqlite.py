@@ -8,7 +8,6 @@ repeats the ready condition, so it stays correct even without the lock.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -17,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from jobs.models import Job
+from jobs.stopping import Stopping
 from jobs.store import sqlite_doorbell
 from jobs.store.base import NewJob
 from jobs.store.orm import OrmStore, with_ids
@@ -173,7 +173,7 @@ class SQLiteStore(OrmStore):
         if directory is not None:
             sqlite_doorbell.ring_on_commit(directory, payload, self.using)
 
-    def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
+    def notices(self, stopping: Stopping, listening: Callable[[str], None]) -> Iterator[str]:
         """Binds a socket of this runner's instead of a connection; never raises
         `DatabaseError`: a runner that cannot listen logs it once and polls."""
         directory = sqlite_doorbell.place(self.connection.settings_dict["NAME"])

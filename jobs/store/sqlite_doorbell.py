@@ -51,14 +51,14 @@ from urllib.parse import unquote, urlsplit
 from django.db import transaction
 
 from jobs import log
+from jobs.stopping import Stopping
 
 #: How a runner's socket is named in the directory: anything else there is ignored.
 SUFFIX = ".sock"
 
 #: How long a runner's listener waits for a ring before checking whether its
-#: socket is still there (and, told to stop by a plain `threading.Event`,
-#: whether to stop; a `jobs.wakeup.Stopping` ends the wait at once): twenty
-#: idle wake-ups a second, each a select and a stat, cost next to nothing.
+#: socket is still there (a stop request ends the wait at once): twenty idle
+#: wake-ups a second, each a select and a stat, cost next to nothing.
 TICK_SECONDS = 0.05
 
 #: The largest payload read; `jobs.wakeup` sends "" or "config".
@@ -180,11 +180,10 @@ def _sender() -> socket.socket:
 
 
 def listen(
-    directory: str | None, stopping: threading.Event, listening: Callable[[str], None]
+    directory: str | None, stopping: Stopping, listening: Callable[[str], None]
 ) -> Iterator[str]:
     """`Store.notices` for SQLite: each distinct payload rung since the last, until
-    `stopping` is set (seen at once when it has a `fileno`, as
-    `jobs.wakeup.Stopping` does; else within `TICK_SECONDS`).
+    `stopping` is set (heard at once: each wait selects on it too).
 
     Calls `listening(path)` once its socket is bound. A runner that cannot
     listen says so once and yields nothing until stopped: it polls.
@@ -222,17 +221,16 @@ class Bell:
 
     Named at random, so a runner never takes over another's (or a dead one's)
     file. The last runner to leave removes the directory too, so a test run
-    or a renamed database leaves nothing behind in the temp dir. A `stopping`
-    with a `fileno` ends its waits at once when set.
+    or a renamed database leaves nothing behind in the temp dir. Its waits
+    end at once when `stopping` is set.
     """
 
-    def __init__(self, directory: str, stopping: object = None) -> None:
+    def __init__(self, directory: str, stopping: Stopping) -> None:
         self.directory = directory
         self.socket, self.path, self._inode = _bind(directory)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.socket, selectors.EVENT_READ)
-        if hasattr(stopping, "fileno"):
-            self._selector.register(stopping, selectors.EVENT_READ)
+        self._selector.register(stopping, selectors.EVENT_READ)
 
     def wait(self, timeout: float) -> list[str]:
         """The distinct payloads rung within `timeout` seconds, every waiting one

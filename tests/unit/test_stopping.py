@@ -1,10 +1,10 @@
-"""`jobs.wakeup.Stopping`: a stop request a listener can `select` on beside its socket."""
+"""`jobs.stopping.Stopping`: a stop request a listener can `select` on beside its socket."""
 
 from __future__ import annotations
 
 import selectors
 
-from jobs.wakeup import Stopping
+from jobs.stopping import Stopping
 
 
 def test_a_stop_request_wakes_a_select_once_set_and_not_before():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import selectors
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -27,6 +26,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.models import Job
 from jobs.spec import strict_json
+from jobs.stopping import Stopping
 from jobs.store.base import NewJob
 from jobs.store.orm import OrmStore
 from jobs.store.postgresql import driver, sql
@@ -37,11 +37,6 @@ from jobs.store.rows import Claim, claim_from_row, in_run_at_order, lease_ends, 
 #: so PostgreSQL inserts one while Python writes the arrays of the next, which
 #: made chunks of 500 to 1,000 faster than one statement for the batch.
 INSERT_MANY_CHUNK = 1_000
-
-#: How long the listener blocks before checking whether to stop, when told to
-#: stop by a plain `threading.Event`; a `jobs.wakeup.Stopping` (what the
-#: runner's listener passes) ends the wait at once.
-LISTEN_TICK_SECONDS = 0.5
 
 
 class PostgreSQLStore(OrmStore):
@@ -178,10 +173,9 @@ class PostgreSQLStore(OrmStore):
         with self.connection.cursor() as cursor:
             cursor.execute(sql.NOTIFY_SQL, [payload])
 
-    def notices(self, stopping: threading.Event, listening: Callable[[str], None]) -> Iterator[str]:
+    def notices(self, stopping: Stopping, listening: Callable[[str], None]) -> Iterator[str]:
         """Waits in a `select` on the listening connection's socket and on
-        `stopping` (when it has a `fileno`, as `jobs.wakeup.Stopping` does),
-        then reads whatever arrived without blocking.
+        `stopping`, then reads whatever arrived without blocking.
 
         psycopg's `notifies(timeout=...)` blocks in the driver, where nothing
         but its timeout ends the wait, so a stopping runner waited for that
@@ -198,16 +192,13 @@ class PostgreSQLStore(OrmStore):
                 listener.execute(sql.LISTEN_SQL)
                 listening(sql.WAKEUP_CHANNEL)
                 ready.register(listener.fileno(), selectors.EVENT_READ)
-                tick: float | None = LISTEN_TICK_SECONDS
-                if hasattr(stopping, "fileno"):
-                    ready.register(stopping, selectors.EVENT_READ)
-                    tick = None
+                ready.register(stopping, selectors.EVENT_READ)
                 while not stopping.is_set():
                     # Drain first: notices that came with the LISTEN's answer
                     # are already read, and a select would not see them.
                     for notice in listener.notifies(timeout=0):
                         yield notice.payload
-                    ready.select(tick)
+                    ready.select()
         except psycopg.Error as error:
             raise DatabaseError(str(error)) from error
 

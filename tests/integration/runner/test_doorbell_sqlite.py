@@ -15,6 +15,7 @@ import pytest
 
 from jobs.models import Job, State
 from jobs.runner import Runner
+from jobs.stopping import Stopping
 from jobs.store import sqlite_doorbell
 from jobs.wakeup import CONFIG_NOTICE
 from tests.doorbells import doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
@@ -59,7 +60,7 @@ class Listening:
     """`sqlite_doorbell.listen` on a thread of its own, as a runner's listener runs it."""
 
     def __init__(self, directory: str) -> None:
-        self.stopping = threading.Event()
+        self.stopping = Stopping()
         self.channels: queue.Queue[str] = queue.Queue()
         self.heard: queue.Queue[str] = queue.Queue()
         self.thread = threading.Thread(target=self._listen, args=[directory], daemon=True)

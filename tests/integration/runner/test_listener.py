@@ -9,7 +9,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 
 from jobs.store import for_database, sqlite_doorbell
 from jobs.wakeup import Listener
@@ -34,8 +33,6 @@ def long_ticks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Ticks an hour long, in this process's own temp dir (SQLite's doorbell
     directory lives there)."""
     monkeypatch.setattr(sqlite_doorbell, "TICK_SECONDS", AN_HOUR)
-    if connection.vendor == "postgresql":
-        monkeypatch.setattr("jobs.store.postgresql.LISTEN_TICK_SECONDS", AN_HOUR)
     with own_tempdir(monkeypatch):
         yield
 
