@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,30 @@ class PrivateCluster:
 
     def env(self) -> dict[str, str]:
         return {"DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": PRIVATE_URL}
+
+    def enqueue_many(
+        self,
+        count: int,
+        kind: str,
+        payload: Mapping[str, object],
+        *,
+        env: dict[str, str],
+        max_attempts: int | None = None,
+    ) -> set[uuid.UUID]:
+        """Queue `count` jobs `job-0`... of `kind` through `enqueue_many` in a
+        `manage.py shell` of the scenario's environment; their ids."""
+        budget = "" if max_attempts is None else f".with_max_attempts({max_attempts})"
+        self.manage(
+            "shell",
+            "-c",
+            "from jobs import JobSpec; from jobs.queue import enqueue_many; "
+            f"enqueue_many([JobSpec.now({kind!r}, f'job-{{n}}').with_payload({payload!r})"
+            f"{budget} for n in range({count})])",
+            env=env,
+        )
+        rows = self.query("SELECT id FROM jobs_job WHERE kind = %s", [kind])
+        assert len(rows) == count, f"all {count} jobs are queued"
+        return {row[0] for row in rows}
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from tests.faults.books import (
     stop,
     wait_until,
 )
+from tests.faults.conftest import PrivateCluster
 
 pytestmark = pytest.mark.postgresql
 
@@ -39,18 +40,10 @@ ENV = {
 }
 
 
-def enqueue_on(cluster, count: int, kind: str, payload: dict[str, object]) -> set[uuid.UUID]:
-    cluster.manage(
-        "shell",
-        "-c",
-        "from jobs import JobSpec; from jobs.queue import enqueue_many; "
-        f"enqueue_many([JobSpec.now({kind!r}, f'job-{{n}}').with_payload({payload!r})"
-        f".with_max_attempts(25) for n in range({count})])",
-        env=ENV,
-    )
-    rows = cluster.query("SELECT id FROM jobs_job WHERE kind = %s", [kind])
-    assert len(rows) == count, f"all {count} jobs are queued"
-    return {row[0] for row in rows}
+def enqueue_on(
+    cluster: PrivateCluster, count: int, kind: str, payload: dict[str, object]
+) -> set[uuid.UUID]:
+    return cluster.enqueue_many(count, kind, payload, env=ENV, max_attempts=25)
 
 
 def done_count(cluster, kind: str) -> int:

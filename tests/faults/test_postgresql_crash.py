@@ -38,6 +38,7 @@ from tests.faults.books import (
     stop,
     wait_until,
 )
+from tests.faults.conftest import PrivateCluster
 from tests.faults.ledger import LEDGER_ENV, read_ledger
 
 pytestmark = pytest.mark.postgresql
@@ -78,19 +79,9 @@ def env_for(load: Load, ledger: Path) -> dict[str, str]:
     }
 
 
-def enqueue(cluster, load: Load, env: dict[str, str]) -> set[uuid.UUID]:
+def enqueue(cluster: PrivateCluster, load: Load, env: dict[str, str]) -> set[uuid.UUID]:
     payload = {"seconds": load.seconds} if load.seconds else {}
-    cluster.manage(
-        "shell",
-        "-c",
-        "from jobs import JobSpec; from jobs.queue import enqueue_many; "
-        f"enqueue_many([JobSpec.now({KIND!r}, f'job-{{n}}').with_payload({payload!r}) "
-        f"for n in range({load.total})])",
-        env=env,
-    )
-    rows = cluster.query("SELECT id FROM jobs_job WHERE kind = %s", [KIND])
-    assert len(rows) == load.total, f"all {load.total} jobs are queued"
-    return {row[0] for row in rows}
+    return cluster.enqueue_many(load.total, KIND, payload, env=env)
 
 
 def done_count(cluster) -> int:
