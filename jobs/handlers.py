@@ -7,7 +7,7 @@ previous attempt did, which is why `run` must be safe to start again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,19 +32,23 @@ class Retry:
 
     Another attempt is scheduled after the backoff unless the attempts or the
     deadline have run out; then the job is retired and `abandon` is called.
+    `exception`, when the failure was one, names its class in the attempt
+    record (`Job.errors`); `reason` is then its traceback.
     """
 
     reason: str
+    exception: BaseException | None = field(default=None, kw_only=True, compare=False)
 
 
 @dataclass(frozen=True)
 class Failed:
     """This will never succeed (a stated refusal, a payload that cannot parse).
 
-    The job is retired at once and `abandon` is called.
+    The job is retired at once and `abandon` is called. `exception` as for `Retry`.
     """
 
     reason: str
+    exception: BaseException | None = field(default=None, kw_only=True, compare=False)
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,40 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Case, Q, Value, When
 
-from jobs import config
+from jobs import config, history
 from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
+
+#: The longest runner name a row keeps (a host name is at most 253 characters).
+RUNNER_NAME_MAX_LENGTH = 300
+
+
+class AttemptRecordField(models.JSONField):
+    """`Job.errors`: a JSON list in Python, always, and SQL NULL for an empty one.
+
+    An empty record is NULL so that adding the column writes nothing to the
+    rows already there (SQLite adds a nullable column without a default in
+    place, where Django would rebuild the table for any other), and a job
+    whose attempts all end `Done`, most of them, stores nothing at all.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["null"] = True
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs.pop("null", None)
+        return name, path, args, kwargs
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return []
+        return super().from_db_value(value, expression, connection)
+
+    def get_db_prep_save(self, value: Any, connection: Any) -> Any:
+        if value == []:
+            return None
+        return super().get_db_prep_save(value, connection)
 
 
 class State(models.TextChoices):
@@ -77,6 +109,26 @@ class Job(models.Model):
         null=True, blank=True, help_text="When the current or last attempt was claimed."
     )
     last_error = models.TextField(blank=True, default="")
+    errors = AttemptRecordField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text=(
+            "Each attempt that did not end done, oldest first: the last "
+            f"{history.MAX_ENTRIES} (see jobs.history)."
+        ),
+    )
+    # NULL (never claimed) rather than "": a nullable column without a default
+    # is added in place on every database, with no rewrite of a large table.
+    claimed_by = models.CharField(  # noqa: DJ001
+        max_length=RUNNER_NAME_MAX_LENGTH,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=(
+            "The runner that claimed the current or last attempt, as the runners page names it."
+        ),
+    )
     result = models.JSONField(
         null=True, blank=True, help_text="What the last attempt returned with Done, if anything."
     )
@@ -119,6 +171,16 @@ class Job(models.Model):
     @property
     def is_live(self) -> bool:
         return self.state in LIVE_STATES
+
+    @property
+    def attempt_history(self) -> list[history.Entry]:
+        """The attempt record (`errors`), read as entries, oldest first."""
+        return history.entries(self.errors)
+
+    @property
+    def error_count(self) -> int:
+        """How many attempts did not end done, those past the kept record included."""
+        return history.total(self.errors)
 
 
 def _config_field(name: str, help_text: str) -> models.PositiveIntegerField[Any, Any]:
@@ -252,12 +314,29 @@ class RunnerProcess(models.Model):
         ordering = ["hostname", "pid", "lane"]
 
     def __str__(self) -> str:
-        return " ".join(filter(None, [f"{self.hostname}:{self.pid}", self.lane_label]))
+        return self.name
+
+    @property
+    def name(self) -> str:
+        """How the runners page names it, and what its claims write in `Job.claimed_by`."""
+        return runner_name(self.hostname, self.pid, self.lane, self.lanes)
 
     @property
     def lane_label(self) -> str:
         """`lane 1 of 2` for a process that runs several lanes; '' for one that runs one."""
-        return f"lane {self.lane} of {self.lanes}" if self.lanes > 1 else ""
+        return lane_label(self.lane, self.lanes)
 
     def is_gone(self, now: datetime) -> bool:
         return self.heartbeat_at < now - self.STALE_AFTER
+
+
+def lane_label(lane: int, lanes: int) -> str:
+    """`lane 1 of 2` for a process that runs several lanes; '' for one that runs one."""
+    return f"lane {lane} of {lanes}" if lanes > 1 else ""
+
+
+def runner_name(hostname: str, pid: int, lane: int = 0, lanes: int = 1) -> str:
+    """A runner's name: `host:pid`, and its lane where its process runs several."""
+    return " ".join(filter(None, [f"{hostname}:{pid}", lane_label(lane, lanes)]))[
+        :RUNNER_NAME_MAX_LENGTH
+    ]

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs import log
+from jobs import history, log
 from jobs.handlers import JobHandler
 from jobs.models import Job, State
 from jobs.presentation import telling_line
@@ -32,16 +32,18 @@ def retire(
     job: Job,
     handler: JobHandler,
     reason: str,
+    entry: history.Entry,
     now: datetime,
     state: str = State.FAILED,
 ) -> bool:
-    """The runner's retirement of the attempt `job` describes, as `state`.
+    """The runner's retirement of the attempt `job` describes, as `state`, with
+    `entry` for it in the attempt record.
 
     Fenced on that attempt, like every settle: False, with nothing written and
     nobody told, when the attempt no longer owns the row (the caller logs it).
     """
     with transaction.atomic(using=store.using):
-        if not store.retire(job, now, reason, state):
+        if not store.retire(job, now, reason, entry, state):
             return False
         job.state, job.last_error, job.finished_at, job.lease_expires_at = (
             state,

@@ -18,6 +18,7 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Mi
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from jobs.holding import Holders
 from jobs.models import LIVE_ROWS, SETTLED_ROWS, SETTLED_STATES, Job, RunnerProcess, State
 from jobs.store import for_database
 
@@ -52,7 +53,8 @@ class Stats:
     estimated: bool
     #: Live rows per kind and state.
     live_by_kind: dict[str, dict[str, int]]
-    #: Seconds the oldest ready job has waited past its run_at; 0 when none waits.
+    #: Seconds the oldest ready job of a kind some live runner handles has
+    #: waited past its run_at; 0 when none waits. Adding runners shortens it.
     lag_seconds: float
     #: Settles in the last 5 minutes and the last hour, by state.
     last_5_minutes: dict[str, int]
@@ -62,6 +64,20 @@ class Stats:
     #: Settles per minute over the last hour, oldest first: [minute, done, failed].
     throughput: list[tuple[datetime, int, int]]
     runners: list[RunnerInfo] = field(default_factory=list)
+    #: Running rows nobody is working on (`jobs.holding`): a runner gone
+    #: silent, or a lease expired. Counted in `by_state["running"]` too.
+    stuck: int = 0
+    #: Ready rows of kinds no live runner handles, which no added runner of
+    #: today's deploy would run: how many, and the oldest one's wait.
+    unhandled: int = 0
+    unhandled_wait_seconds: float = 0.0
+    #: Per kind, settles of the last hour: {"done": n, "failed": n}.
+    kinds_last_hour: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def healthy_running(self) -> int:
+        """Running rows held by a live runner on a good lease."""
+        return self.by_state.get(State.RUNNING, 0) - self.stuck
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -113,17 +129,25 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     by_state.update(_settled_counts(jobs) if estimate is None else estimate)
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
     last_5, last_hour, throughput = _recent_settles(recent, now)
+    runners = _runners(alias, now)
+    handled = sorted({kind for runner in runners if not runner.gone for kind in runner.kinds})
+    ready = live.filter(state=State.QUEUED, run_at__lte=now)
+    unhandled, unhandled_wait = _waiting(ready.exclude(kind__in=handled), now)
     return Stats(
         now=now,
         by_state=by_state,
         estimated=estimate is not None,
         live_by_kind=live_by_kind,
-        lag_seconds=_lag(live, now),
+        lag_seconds=_waiting(ready.filter(kind__in=handled), now, count=False)[1],
         last_5_minutes=last_5,
         last_hour=last_hour,
         slowest_kinds=_slowest_kinds(recent),
         throughput=throughput,
-        runners=_runners(alias, now),
+        runners=runners,
+        stuck=live.filter(Holders.read(alias, now).stuck_rows()).count(),
+        unhandled=unhandled,
+        unhandled_wait_seconds=unhandled_wait,
+        kinds_last_hour=_kinds_last_hour(recent),
     )
 
 
@@ -143,10 +167,25 @@ def _settled_counts(jobs: QuerySet[Job]) -> dict[str, int]:
     return {counted["state"]: counted["n"] for counted in settled.order_by()}
 
 
-def _lag(live: QuerySet[Job], now: datetime) -> float:
-    """Seconds the oldest ready queued job has waited past its `run_at`; 0 when none."""
-    oldest = live.filter(state=State.QUEUED, run_at__lte=now).aggregate(oldest=Min("run_at"))
-    return (now - oldest["oldest"]).total_seconds() if oldest["oldest"] else 0.0
+def _waiting(ready: QuerySet[Job], now: datetime, *, count: bool = True) -> tuple[int, float]:
+    """How many of `ready` there are (with `count`, else 0), and the seconds the
+    oldest has waited past its `run_at` (0 when none)."""
+    found = ready.aggregate(oldest=Min("run_at"), **({"n": Count("id")} if count else {}))
+    wait = (now - found["oldest"]).total_seconds() if found["oldest"] else 0.0
+    return found.get("n", 0), wait
+
+
+def _kinds_last_hour(recent: QuerySet[Job]) -> dict[str, dict[str, int]]:
+    """Done and failed settles of the last hour, per kind (cancels are not throughput)."""
+    kinds: dict[str, dict[str, int]] = {}
+    for row in (
+        recent.filter(state__in=[State.DONE, State.FAILED])
+        .values("kind", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        kinds.setdefault(row["kind"], {"done": 0, "failed": 0})[row["state"]] = row["n"]
+    return dict(sorted(kinds.items()))
 
 
 def _recent_settles(

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from jobs import history
 from jobs.models import Job, JobsConfig, State
 
 #: The test app's recording handler (tests/jobapp/jobs.py): its abandon writes an
@@ -67,3 +68,18 @@ def add_ready_job(kind: str, key: str) -> Job:
     """A ready row written without the enqueue doorbell, as from another process."""
     now = timezone.now()
     return Job.objects.create(kind=kind, key=key, max_attempts=5, run_at=now - timedelta(seconds=1))
+
+
+def entry_for(
+    job: Job, error: str, outcome: history.Outcome = history.Outcome.FAILED
+) -> history.Entry:
+    """The attempt record's entry a runner would write for `job`'s current
+    attempt ending with `error`, for tests that settle through a store."""
+    return history.record(
+        attempt=job.attempts,
+        started_at=job.started_at,
+        ended_at=timezone.now(),
+        runner=job.claimed_by,
+        outcome=outcome,
+        error=error,
+    )

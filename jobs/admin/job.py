@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from jobs import job_ids, operations, presentation
+from jobs.admin import attempts
 from jobs.admin.dashboard import dashboard_page
 from jobs.admin.display import badge, pretty_json, stamp
 from jobs.admin.filters import (
@@ -34,6 +35,7 @@ from jobs.admin.filters import (
     WaitingForHandlerFilter,
 )
 from jobs.admin.large_table import CalendarQuerySet, EstimatedCountPaginator
+from jobs.holding import Holders
 from jobs.models import Job, State
 from jobs.operations import Report
 from jobs.presentation import NOTHING, relative, telling_line
@@ -100,9 +102,11 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
                     "max_attempts",
                     "started_at",
                     "lease_expires_at",
+                    "claimed_by_holder",
                 ]
             },
         ),
+        ("Attempt history", {"fields": ["attempt_history_table"], "classes": ["jobs-span"]}),
         ("Payload", {"fields": ["payload_json"], "classes": ["jobs-span"]}),
         ("Last error", {"fields": ["last_error_text"], "classes": ["jobs-span"]}),
         ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
@@ -119,6 +123,8 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         "max_attempts",
         "started_at",
         "lease_expires_at",
+        "claimed_by_holder",
+        "attempt_history_table",
         "payload_json",
         "last_error_text",
         "result_json",
@@ -214,6 +220,14 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
     @admin.display(description="result")
     def result_json(self, job: Job) -> SafeString | str:
         return NOTHING if job.result is None else pretty_json(job.result)
+
+    @admin.display(description="claimed by")
+    def claimed_by_holder(self, job: Job) -> SafeString | str:
+        return attempts.holder(job, Holders.read(now=timezone.now()))
+
+    @admin.display(description="attempts that did not end done")
+    def attempt_history_table(self, job: Job) -> SafeString | str:
+        return attempts.history_table(job)
 
     @admin.display(description="last error")
     def last_error_text(self, job: Job) -> SafeString | str:

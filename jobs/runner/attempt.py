@@ -40,6 +40,9 @@ class Attempt:
     ) -> None:
         self.job: Job = claim.job
         self.reclaimed = claim.reclaimed
+        #: For a reclaimed row, the attempt it was taken from (its record entry
+        #: is written before this one runs).
+        self.previous = claim.previous
         #: Why the row cannot be handed to its handler (see `Claim.unusable`).
         self.unusable = claim.unusable
         self.handler = handler

@@ -36,7 +36,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from jobs import log, retirement
+from jobs import history, log, retirement
 from jobs.backoff import retry_delay
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job
@@ -102,9 +102,35 @@ class Completer:
         """`attempt`'s row must not run (see `Executor.refusal`): retire it unrun."""
         try:
             if attempt.take():
-                self._guarded(self._retire, attempt, reason, self.clock())
+                now = self.clock()
+                entry = self._entry(
+                    attempt, history.Outcome.FAILED, reason, history.JobNotRun(reason), now
+                )
+                self._guarded(self._retire, attempt, reason, entry, now)
         finally:
             self.let_go(attempt)
+
+    def reclaimed(self, attempt: Attempt, now: datetime) -> None:
+        """Write the record's entry for the attempt `attempt` took its row from,
+        whose runner vanished; a failure to is logged and the attempt runs."""
+        previous = attempt.previous
+        assert previous is not None, "only a reclaimed attempt has one"
+        job = attempt.job
+        where = f" on runner {previous.runner}" if previous.runner else ""
+        reason = f"lease expired{where}: attempt {job.attempts - 1} never settled"
+        entry = history.record(
+            attempt=job.attempts - 1,
+            started_at=previous.started_at,
+            ended_at=now,
+            runner=previous.runner,
+            outcome=history.Outcome.RECLAIMED,
+            error=reason,
+        )
+        self._guarded(self._note, attempt, entry)
+
+    def _note(self, attempt: Attempt, entry: history.Entry) -> None:
+        if not self.store.note(attempt.job, entry):
+            self._lost(attempt.job, "record")
 
     def let_go(self, attempt: Attempt) -> None:
         """Free `attempt`'s slot and ring for it: its row is settled, or is left to
@@ -133,7 +159,8 @@ class Completer:
                 **job_fields(attempt.job),
                 budget=attempt.budget,
             )
-            self._guarded(self.settle, attempt, Retry(reason), now)
+            timed_out = Retry(reason, exception=history.AttemptTimedOut(reason))
+            self._guarded(self.settle, attempt, timed_out, now)
             return True
         finally:
             self.let_go(attempt)
@@ -204,18 +231,21 @@ class Completer:
         """Settle `attempt` as `outcome` now, on this thread's connection."""
         job = attempt.job
         if isinstance(outcome, Retry):
-            self._retry(attempt, outcome.reason, now)
+            self._retry(attempt, outcome, now)
         elif isinstance(outcome, Failed):
-            self._retire(attempt, outcome.reason, now)
+            entry = self._entry(
+                attempt, history.Outcome.FAILED, outcome.reason, outcome.exception, now
+            )
+            self._retire(attempt, outcome.reason, entry, now)
         else:
             run_at = _after(now, outcome.delay)
             if run_at is None:
-                self._retire(
-                    attempt,
+                reason = (
                     f"Reschedule({outcome.delay!r}) puts the next run past the latest instant "
-                    f"a date can hold ({_LATEST.isoformat()})",
-                    now,
+                    f"a date can hold ({_LATEST.isoformat()})"
                 )
+                entry = self._entry(attempt, history.Outcome.FAILED, reason, None, now)
+                self._retire(attempt, reason, entry, now)
             elif self.store.reschedule(job, now, run_at):
                 log.event(
                     "job_rescheduled",
@@ -226,36 +256,35 @@ class Completer:
             else:
                 self._lost(job, "reschedule")
 
-    def _retry(self, attempt: Attempt, reason: str, now: datetime) -> None:
-        job, settings = attempt.job, attempt.settings
-        if job.attempts >= job.max_attempts:
-            self._retire(
-                attempt,
-                f"gave up after {job.attempts} of {job.max_attempts} attempts: {reason}",
-                now,
-            )
-            return
+    def _retry(self, attempt: Attempt, retry: Retry, now: datetime) -> None:
+        job, settings, reason = attempt.job, attempt.settings, retry.reason
+        timed_out = isinstance(retry.exception, history.AttemptTimedOut)
         run_at = _after(
             now,
             retry_delay(job.attempts, settings.retry_base_seconds, settings.retry_max_seconds),
         )
-        if run_at is None:
-            self._retire(
-                attempt,
-                f"the next attempt would fall past the latest instant a date can hold "
-                f"({_LATEST.isoformat()}): {reason}",
-                now,
+        if job.attempts >= job.max_attempts:
+            given_up = f"gave up after {job.attempts} of {job.max_attempts} attempts"
+        elif run_at is None:
+            given_up = (
+                "the next attempt would fall past the latest instant a date can hold "
+                f"({_LATEST.isoformat()})"
             )
-            return
-        if job.deadline is not None and run_at >= job.deadline:
-            self._retire(
-                attempt,
+        elif job.deadline is not None and run_at >= job.deadline:
+            given_up = (
                 f"deadline {job.deadline.isoformat()} comes before the next attempt at "
-                f"{run_at.isoformat()}: {reason}",
-                now,
+                f"{run_at.isoformat()}"
             )
+        else:
+            given_up = ""
+        if given_up or run_at is None:
+            outcome = history.Outcome.TIMED_OUT if timed_out else history.Outcome.FAILED
+            entry = self._entry(attempt, outcome, reason, retry.exception, now, given_up)
+            self._retire(attempt, f"{given_up}: {reason}", entry, now)
             return
-        if self.store.retry(job, now, run_at, reason):
+        outcome = history.Outcome.TIMED_OUT if timed_out else history.Outcome.RETRY
+        entry = self._entry(attempt, outcome, reason, retry.exception, now)
+        if self.store.retry(job, now, run_at, reason, entry):
             log.event(
                 "job_retry",
                 outcome="retry",
@@ -266,10 +295,39 @@ class Completer:
         else:
             self._lost(job, "retry")
 
-    def _retire(self, attempt: Attempt, reason: str, now: datetime) -> None:
+    def _retire(self, attempt: Attempt, reason: str, entry: history.Entry, now: datetime) -> None:
         """Retire the job and call `abandon` once (`jobs.retirement.retire`)."""
-        if not retirement.retire(self.store, attempt.job, attempt.handler, reason, now):
+        if not retirement.retire(self.store, attempt.job, attempt.handler, reason, entry, now):
             self._lost(attempt.job, "retire")
+
+    @staticmethod
+    def _entry(
+        attempt: Attempt,
+        outcome: history.Outcome,
+        reason: str,
+        exception: BaseException | None,
+        now: datetime,
+        prefix: str = "",
+    ) -> history.Entry:
+        """The record's entry for `attempt`, ended at `now` with `outcome`.
+
+        `reason` is an exception's traceback when there is an `exception`
+        raised in the handler (one of ours, `jobs.history`'s, has none);
+        the entry's error is its telling line, after `prefix`.
+        """
+        job = attempt.job
+        ours = isinstance(exception, history.AttemptError)
+        line = telling_line(reason)
+        return history.record(
+            attempt=job.attempts,
+            started_at=job.started_at,
+            ended_at=now,
+            runner=job.claimed_by,
+            outcome=outcome,
+            error=f"{prefix}: {line}" if prefix else line,
+            exception=exception,
+            traceback="" if exception is None or ours else reason,
+        )
 
     def _lost(self, job: Job, verb: str) -> None:
         log.event(

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from jobs import log
+from jobs import history, log
 from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job
@@ -111,6 +111,8 @@ class Executor:
     def execute(self, attempt: Attempt) -> None:
         """Refuse or run `attempt`, and hand how it ended to the completer."""
         try:
+            if attempt.previous is not None:
+                self.completer.reclaimed(attempt, self.clock())
             refusal = attempt.unusable or self.refusal(attempt.job, self.clock())
             if refusal is not None:
                 self.completer.refused(attempt, refusal)
@@ -160,11 +162,10 @@ class Executor:
             else:
                 result = handler.run(job)
         except BudgetExpired:
-            return Retry(
-                f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
-            )
-        except BaseException:
-            return Retry(traceback.format_exc())
+            reason = f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
+            return Retry(reason, exception=history.AttemptTimedOut(reason))
+        except BaseException as error:
+            return Retry(traceback.format_exc(), exception=error)
         if isinstance(result, Done) and result.result is not None:
             try:
                 strict_json(result.result)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jobs import __version__
-from jobs.models import RunnerProcess
+from jobs.models import RunnerProcess, runner_name
 
 #: Rows of runners silent this long are deleted when another runner starts.
 FORGET_AFTER = timedelta(days=1)
@@ -30,6 +30,9 @@ class Presence:
         self.clock = clock
         self.lane, self.lanes = lane, lanes
         self.row: RunnerProcess | None = None
+        #: The name the runners page shows, which its claims write on their
+        #: rows (`Job.claimed_by`): known before the row is written.
+        self.name = runner_name(socket.gethostname(), os.getpid(), lane, lanes)
 
     def register(self, kinds: list[str], max_concurrent: int) -> None:
         now = self.clock()

@@ -285,7 +285,9 @@ class Runner:
         budgets = self.executor.budgets(settings, now)
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
-            won, claims = self.store.settle_and_claim(batch.rows, now, leases, free)
+            won, claims = self.store.settle_and_claim(
+                batch.rows, now, leases, free, self.presence.name
+            )
         except Exception as error:
             self.completer.batch_failed(batch, error)
             raise

@@ -21,6 +21,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 
+from jobs import history
 from jobs.models import Job
 from jobs.stopping import Stopping
 from jobs.store.rows import Claim
@@ -93,15 +94,19 @@ class Store:
 
     # -- the runner's pass ---------------------------------------------------
 
-    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+    def claim(
+        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+    ) -> list[Claim]:
         """Claim up to `limit` ready rows of the kinds in `leases`, in `run_at` order.
 
         Ready means `queued` with `run_at <= now`, or `running` with a lease
         that expired by `now`. Each claimed row becomes `running`, its
-        `attempts` grows by one, and its lease is written as `now` plus its
-        kind's entry in `leases`. Two concurrent claims never return one row.
-        A row a handler cannot use still comes back, marked `unusable`
-        (`jobs.store.rows.claim_from_row`).
+        `attempts` grows by one, its lease is written as `now` plus its
+        kind's entry in `leases`, and `claimed_by` as `runner`. Two
+        concurrent claims never return one row. A row a handler cannot use
+        still comes back, marked `unusable`
+        (`jobs.store.rows.claim_from_row`); a reclaimed row comes back with
+        the attempt it was taken from (`Claim.previous`).
         """
         raise NotImplementedError
 
@@ -111,6 +116,7 @@ class Store:
         now: datetime,
         leases: Mapping[str, timedelta],
         limit: int,
+        runner: str = "",
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
         trips as the vendor allows, in one transaction (one commit per pass).
@@ -130,12 +136,23 @@ class Store:
         """
         raise NotImplementedError
 
-    def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
-        """Back to `queued` at `run_at`, keeping the attempt count."""
+    def retry(
+        self, job: Job, now: datetime, run_at: datetime, error: str, entry: history.Entry
+    ) -> bool:
+        """Back to `queued` at `run_at`, keeping the attempt count; `entry` joins
+        the attempt record (`Job.errors`, and `job.errors` when it won)."""
         raise NotImplementedError
 
-    def retire(self, job: Job, now: datetime, error: str, state: str = "failed") -> bool:
-        """Settle for good as `state` (`failed` by default)."""
+    def retire(
+        self, job: Job, now: datetime, error: str, entry: history.Entry, state: str = "failed"
+    ) -> bool:
+        """Settle for good as `state` (`failed` by default), `entry` joining the
+        attempt record as in `retry`."""
+        raise NotImplementedError
+
+    def note(self, job: Job, entry: history.Entry) -> bool:
+        """Append `entry` to the attempt record, changing nothing else (a
+        reclaimed row's entry for the attempt it was taken from)."""
         raise NotImplementedError
 
     def reschedule(self, job: Job, now: datetime, run_at: datetime) -> bool:
@@ -149,7 +166,8 @@ class Store:
         raise NotImplementedError
 
     def cancel(self, job_id: uuid.UUID, now: datetime, reason: str) -> Job | None:
-        """Retire a live row as `cancelled`; the row as it was, or None if it was not live.
+        """Retire a live row as `cancelled`; the row as it was (its `errors` as
+        written, with the cancel's entry), or None if it was not live.
 
         Not fenced on an attempt: cancelling is meant to overrule whichever
         attempt holds the row, whose own settle will then lose.

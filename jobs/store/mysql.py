@@ -127,14 +127,14 @@ SELECT_READY_SQL = """
 
 #: Lock those of the given candidates that are still ready, through the
 #: primary key, skipping rows another claim or a settle holds; reports each
-#: one's state. No ORDER BY or LIMIT here: InnoDB locks every row it reads
+#: one's state, and the runner and start of the attempt a reclaim takes it
+#: from. No ORDER BY or LIMIT here: InnoDB locks every row it reads
 #: before sorting, so "the oldest N of these 4N" would lock all 4N and leave
 #: a runner claiming beside it nothing but locked rows. The claim instead
 #: passes only as many ids as it still wants (see `MySQLStore.claim`).
 LOCK_READY_SQL = (
-    "SELECT `id`, `state` FROM jobs_job FORCE INDEX (PRIMARY) WHERE `id` IN ({ids}) AND "
-    + _READY
-    + " FOR UPDATE SKIP LOCKED"
+    "SELECT `id`, `state`, `claimed_by`, `started_at` FROM jobs_job FORCE INDEX (PRIMARY)"
+    " WHERE `id` IN ({ids}) AND " + _READY + " FOR UPDATE SKIP LOCKED"
 )
 
 #: How many candidates a claim reads per row it wants: runners racing for the
@@ -146,7 +146,7 @@ CLAIM_SQL = """
     UPDATE jobs_job
     SET `state` = 'running', `attempts` = `attempts` + 1,
         `lease_expires_at` = CASE `kind` {lease_cases} END,
-        `started_at` = %s, `updated_at` = %s
+        `started_at` = %s, `updated_at` = %s, `claimed_by` = %s
     WHERE `id` IN ({ids})
 """
 
@@ -328,7 +328,9 @@ class MySQLStore(OrmStore):
             )
         return set(won)
 
-    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+    def claim(
+        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+    ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
@@ -337,7 +339,7 @@ class MySQLStore(OrmStore):
         in_kinds = _placeholders(len(kinds))
         with self.pass_transaction(), self.runner_cursor() as cursor:
             candidates = select_ready(cursor, at, kinds, limit * CANDIDATES_PER_ROW)
-            prior: dict[uuid.UUID, str] = {}
+            prior: dict[uuid.UUID, tuple[Any, ...]] = {}
             # Oldest first, a chunk the size of what is still wanted at a time:
             # the rows a chunk finds locked (another runner's claim) or no
             # longer ready are made up from the next chunk.
@@ -348,7 +350,7 @@ class MySQLStore(OrmStore):
                     LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), kinds=in_kinds),
                     [*chunk, *ready_params],
                 )
-                prior.update((decode_uuid(row[0]), row[1]) for row in cursor.fetchall())
+                prior.update((decode_uuid(row[0]), row[1:]) for row in cursor.fetchall())
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
@@ -361,20 +363,24 @@ class MySQLStore(OrmStore):
                     lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
                     ids=_placeholders(len(ids)),
                 ),
-                [*lease_params, at, at, *ids],
+                [*lease_params, at, at, runner, *ids],
             )
             cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
             rows = cursor.fetchall()
         using = self.using
-        claims = [
-            claim_from_row(
-                row,
-                prior[decode_uuid(row[0])] == "running",
-                now,
-                ends,
-                using=using,
-                decode_datetime=naive_utc_datetime,
+        claims = []
+        for row in rows:
+            state, previous_runner, previous_start = prior[decode_uuid(row[0])]
+            claims.append(
+                claim_from_row(
+                    row,
+                    state == "running",
+                    now,
+                    ends,
+                    using=using,
+                    decode_datetime=naive_utc_datetime,
+                    runner=runner,
+                    previous=(previous_runner, previous_start),
+                )
             )
-            for row in rows
-        ]
         return in_run_at_order(claims)

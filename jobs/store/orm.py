@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
+from jobs import history
 from jobs.config import BOUNDS
 from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
 from jobs.store.base import NewJob, Store
@@ -126,11 +127,12 @@ class OrmStore(Store):
         now: datetime,
         leases: Mapping[str, timedelta],
         limit: int,
+        runner: str = "",
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done:
-            return set(), self.claim(now, leases, limit)
+            return set(), self.claim(now, leases, limit, runner)
         with transaction.atomic(using=self.using):
-            return self.complete_many(done, now), self.claim(now, leases, limit)
+            return self.complete_many(done, now), self.claim(now, leases, limit, runner)
 
     # -- fenced settles ------------------------------------------------------
 
@@ -159,27 +161,69 @@ class OrmStore(Store):
                     won.add(job.id)
         return won
 
-    def retry(self, job: Job, now: datetime, run_at: datetime, error: str) -> bool:
-        return bool(
-            self._owned(job).update(
-                state=State.QUEUED,
-                run_at=run_at,
-                lease_expires_at=None,
-                last_error=error,
-                updated_at=now,
-            )
-        )
+    def _record(self, job: Job, entry: history.Entry) -> list[dict[str, Any]] | None:
+        """The attempt record with `entry` appended, from the row while the
+        attempt `job` describes owns it; None when it no longer does.
 
-    def retire(self, job: Job, now: datetime, error: str, state: str = State.FAILED) -> bool:
-        return bool(
-            self._owned(job).update(
-                state=state,
-                lease_expires_at=None,
-                last_error=error,
-                finished_at=now,
-                updated_at=now,
-            )
+        Read here and written by the caller's fenced update, so no database
+        needs SQL of its own for it: while the attempt owns the row nobody
+        else writes the record (a cancel or a reclaim takes the row from
+        it first, and the fenced write then loses).
+        """
+        stored = self._owned(job).values_list("errors", flat=True).first()
+        if stored is None:
+            return None
+        return history.appended(stored, entry)
+
+    def note(self, job: Job, entry: history.Entry) -> bool:
+        errors = self._record(job, entry)
+        if errors is None:
+            return False
+        if not self._owned(job).update(errors=errors):
+            return False
+        job.errors = errors
+        return True
+
+    def retry(
+        self, job: Job, now: datetime, run_at: datetime, error: str, entry: history.Entry
+    ) -> bool:
+        errors = self._record(job, entry)
+        if errors is None:
+            return False
+        won = self._owned(job).update(
+            state=State.QUEUED,
+            run_at=run_at,
+            lease_expires_at=None,
+            last_error=error,
+            errors=errors,
+            updated_at=now,
         )
+        if won:
+            job.errors = errors
+        return bool(won)
+
+    def retire(
+        self,
+        job: Job,
+        now: datetime,
+        error: str,
+        entry: history.Entry,
+        state: str = State.FAILED,
+    ) -> bool:
+        errors = self._record(job, entry)
+        if errors is None:
+            return False
+        won = self._owned(job).update(
+            state=state,
+            lease_expires_at=None,
+            last_error=error,
+            errors=errors,
+            finished_at=now,
+            updated_at=now,
+        )
+        if won:
+            job.errors = errors
+        return bool(won)
 
     def reschedule(self, job: Job, now: datetime, run_at: datetime) -> bool:
         return bool(
@@ -204,13 +248,27 @@ class OrmStore(Store):
         job = jobs.select_for_update().filter(id=job_id, state__in=LIVE_STATES).first()
         if job is None:
             return None
+        running = job.state == State.RUNNING
+        errors = history.appended(
+            job.errors,
+            history.record(
+                attempt=job.attempts if running else None,
+                started_at=job.started_at if running else None,
+                ended_at=now,
+                runner=job.claimed_by if running else "",
+                outcome=history.Outcome.CANCELLED,
+                error=reason,
+            ),
+        )
         jobs.filter(id=job_id, state__in=LIVE_STATES).update(
             state=State.CANCELLED,
             lease_expires_at=None,
             last_error=reason,
+            errors=errors,
             finished_at=now,
             updated_at=now,
         )
+        job.errors = errors
         return job
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:

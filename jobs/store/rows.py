@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models.base import ModelState
 from django.utils.dateparse import parse_datetime
-from django.utils.timezone import is_naive, make_aware
+from django.utils.timezone import is_naive, make_aware, make_naive
 
 from jobs.models import Job
 
@@ -38,6 +38,18 @@ class Claim:
     #: not a JSON object, a column that does not decode, all written by hand
     #: past `enqueue`), or None when it can. The runner retires such a claim.
     unusable: str | None = None
+    #: For a reclaimed row: the vanished attempt's runner and start, as the
+    #: row held them before this claim overwrote them; the runner writes its
+    #: entry in the attempt record (`jobs.history`).
+    previous: PreviousAttempt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousAttempt:
+    """The attempt a reclaim took a row from."""
+
+    runner: str
+    started_at: datetime | None
 
 
 #: The columns a claim reads back, in order; the vendor SQL lists the same.
@@ -60,14 +72,19 @@ CLAIM_COLUMNS = (
 #: kind's end of lease from `lease_ends`), so they are set on the claimed
 #: `Job` from those values rather than read back and decoded: three dates a
 #: row, most of what decoding a claimed row cost.
-CLAIM_WRITTEN_COLUMNS = ("lease_expires_at", "started_at", "updated_at")
+CLAIM_WRITTEN_COLUMNS = ("lease_expires_at", "started_at", "updated_at", "claimed_by")
 
-#: What `Job(...)` would set for the concrete fields a claim does not return
-#: (a generated column is left unset, as the ORM leaves it until it is read).
+#: Concrete fields a claim neither reads nor writes, left deferred on the
+#: claimed `Job` (Django loads one from its row when it is first read): the
+#: generated `live`, and the attempt record, which a claim does not read so
+#: that a row's history costs the hot path nothing.
+_DEFERRED = ("live", "errors")
+
+#: What `Job(...)` would set for the other concrete fields a claim does not return.
 _UNCLAIMED_DEFAULTS = {
     field.attname: field.get_default()
     for field in Job._meta.concrete_fields
-    if field.attname not in CLAIM_COLUMNS + CLAIM_WRITTEN_COLUMNS and not field.generated
+    if field.attname not in CLAIM_COLUMNS + CLAIM_WRITTEN_COLUMNS + _DEFERRED
 }
 
 #: The columns a claim reads back that hold a date and time.
@@ -100,10 +117,14 @@ def claim_from_row(
     *,
     using: str,
     decode_datetime: DatetimeDecoder,
+    runner: str = "",
+    previous: tuple[Any, Any] | None = None,
 ) -> Claim:
     """A `Claim` from a row in `CLAIM_COLUMNS` order, without another query;
-    `now` and `ends` are what the claim wrote (see `CLAIM_WRITTEN_COLUMNS`),
-    `using` the database it came from, `decode_datetime` its driver's decoder.
+    `now`, `ends` and `runner` are what the claim wrote (see
+    `CLAIM_WRITTEN_COLUMNS`), `using` the database it came from,
+    `decode_datetime` its driver's decoder, and `previous` a reclaimed row's
+    `claimed_by` and `started_at` as they were before the claim.
 
     Never raises for what the row holds. The claim has already moved the
     row to `running` and counted its attempt, so a row a handler cannot use
@@ -140,7 +161,31 @@ def claim_from_row(
             values[column] = 0
     values["started_at"] = values["updated_at"] = now
     values["lease_expires_at"] = ends.get(values["kind"])
-    return Claim(loaded_job(values, using), reclaimed, "; ".join(problems) or None)
+    values["claimed_by"] = runner
+    return Claim(
+        loaded_job(values, using),
+        reclaimed,
+        "; ".join(problems) or None,
+        _previous_attempt(previous, decode_datetime) if reclaimed else None,
+    )
+
+
+def _previous_attempt(
+    previous: tuple[Any, Any] | None, decode_datetime: DatetimeDecoder
+) -> PreviousAttempt:
+    """What a reclaimed row said of the attempt it was taken from; a start that
+    does not decode is left unknown (the record only reports it)."""
+    runner, started = previous if previous is not None else (None, None)
+    try:
+        # PostgreSQL hands it over as text (in an array with the prior state).
+        started_at = parse_datetime(started) if isinstance(started, str) else None
+        started_at = started_at or decode_datetime(started)
+    except (TypeError, ValueError, OverflowError):
+        started_at = None
+    if started_at is not None and is_naive(started_at) == settings.USE_TZ:
+        # Aware under `USE_TZ`, naive otherwise, as the claim's own dates are.
+        started_at = make_aware(started_at, UTC) if settings.USE_TZ else make_naive(started_at)
+    return PreviousAttempt(runner if isinstance(runner, str) else "", started_at)
 
 
 def loaded_job(values: dict[str, Any], using: str) -> Job:

@@ -42,14 +42,20 @@ _READY = """
     AND (state = 'queued' OR lease_expires_at <= %s)
 """
 
-#: The ready rows, oldest run_at first, with the state each is in.
-SELECT_READY_SQL = "SELECT id, state FROM jobs_job WHERE " + _READY + " ORDER BY run_at LIMIT %s"
+#: The ready rows, oldest run_at first, with the state each is in, and the
+#: runner and start of the attempt a reclaim takes it from.
+SELECT_READY_SQL = (
+    "SELECT id, state, claimed_by, CAST(started_at AS TEXT) FROM jobs_job WHERE "
+    + _READY
+    + " ORDER BY run_at LIMIT %s"
+)
 
 #: Move the chosen rows to running, count the attempt and write each kind's
 #: lease, only where they are still ready.
 CLAIM_SQL = (
     "UPDATE jobs_job SET state = 'running', attempts = attempts + 1, "
-    "lease_expires_at = CASE kind {lease_cases} END, started_at = %s, updated_at = %s "
+    "lease_expires_at = CASE kind {lease_cases} END, started_at = %s, updated_at = %s, "
+    "claimed_by = %s "
     "WHERE id IN ({ids}) AND "
     + _READY
     + " RETURNING "
@@ -107,7 +113,9 @@ class SQLiteStore(OrmStore):
             cursor.execute(sql, params)
             return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
-    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+    def claim(
+        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+    ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
@@ -117,7 +125,7 @@ class SQLiteStore(OrmStore):
             cursor.execute(
                 SELECT_READY_SQL.format(kinds=_placeholders(len(kinds))), [*ready_params, limit]
             )
-            prior = {str(row[0]): row[1] for row in cursor.fetchall()}
+            prior = {str(row[0]): row[1:] for row in cursor.fetchall()}
             if not prior:
                 return []
             ends = lease_ends(now, leases)
@@ -129,20 +137,24 @@ class SQLiteStore(OrmStore):
                 ids=_placeholders(len(prior)),
                 kinds=_placeholders(len(kinds)),
             )
-            cursor.execute(sql, [*lease_params, at, at, *prior, *ready_params])
+            cursor.execute(sql, [*lease_params, at, at, runner, *prior, *ready_params])
             rows = cursor.fetchall()
         using = self.using
-        claims = [
-            claim_from_row(
-                row,
-                prior[decode_uuid(row[0]).hex] == "running",
-                now,
-                ends,
-                using=using,
-                decode_datetime=text_datetime,
+        claims = []
+        for row in rows:
+            state, *previous = prior[decode_uuid(row[0]).hex]
+            claims.append(
+                claim_from_row(
+                    row,
+                    state == "running",
+                    now,
+                    ends,
+                    using=using,
+                    decode_datetime=text_datetime,
+                    runner=runner,
+                    previous=(previous[0], previous[1]),
+                )
             )
-            for row in rows
-        ]
         return in_run_at_order(claims)
 
     # -- waking runners in other processes: a socket each (`sqlite_doorbell`) ----

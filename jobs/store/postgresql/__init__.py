@@ -108,11 +108,12 @@ class PostgreSQLStore(OrmStore):
         now: datetime,
         leases: Mapping[str, timedelta],
         limit: int,
+        runner: str = "",
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done or limit < 1 or not leases:
-            return super().settle_and_claim(done, now, leases, limit)
+            return super().settle_and_claim(done, now, leases, limit, runner)
         ends = lease_ends(now, leases)
-        params = {**_claim_params(now, ends, limit), **_settle_params(done)}
+        params = {**_claim_params(now, ends, limit, runner), **_settle_params(done)}
         rows = driver.fetch(
             self.connection,
             sql.SETTLE_AND_CLAIM_SQL,
@@ -122,32 +123,41 @@ class PostgreSQLStore(OrmStore):
             quiet=True,
         )
         won = {row[1] for row in rows if row[0] == "settled"}
-        return won, self._claims([row[1:] for row in rows if row[0] == "claimed"], now, ends)
+        claimed = [row[1:] for row in rows if row[0] == "claimed"]
+        return won, self._claims(claimed, now, ends, runner)
 
-    def claim(self, now: datetime, leases: Mapping[str, timedelta], limit: int) -> list[Claim]:
+    def claim(
+        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+    ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         ends = lease_ends(now, leases)
-        params = _claim_params(now, ends, limit)
+        params = _claim_params(now, ends, limit, runner)
         rows = driver.fetch(
             self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True, quiet=True
         )
-        return self._claims(rows, now, ends)
+        return self._claims(rows, now, ends, runner)
 
     def _claims(
-        self, rows: Sequence[Sequence[Any]], now: datetime, ends: Mapping[str, datetime]
+        self,
+        rows: Sequence[Sequence[Any]],
+        now: datetime,
+        ends: Mapping[str, datetime],
+        runner: str,
     ) -> list[Claim]:
-        """Claims from a claim's rows (its columns, then the state each row was
-        in before), oldest `run_at` first."""
+        """Claims from a claim's rows (its columns, then what each row was
+        before: its state, runner and start), oldest `run_at` first."""
         using = self.using
         claims = [
             claim_from_row(
                 row[:-1],
-                row[-1] == "running",
+                row[-1][0] == "running",
                 now,
                 ends,
                 using=using,
                 decode_datetime=loaded_datetime,
+                runner=runner,
+                previous=(row[-1][1], row[-1][2]),
             )
             for row in rows
         ]
@@ -239,12 +249,15 @@ def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
     ]
 
 
-def _claim_params(now: datetime, ends: Mapping[str, datetime], limit: int) -> dict[str, Any]:
+def _claim_params(
+    now: datetime, ends: Mapping[str, datetime], limit: int, runner: str
+) -> dict[str, Any]:
     """What the claim reads: the clock, each kind with its end of lease
-    (`lease_ends`) as array literals, the limit."""
+    (`lease_ends`) as array literals, the limit, the claiming runner's name."""
     kinds = list(ends)
     return {
         "now": now,
+        "runner": runner,
         "kinds": array_literal(kinds),
         "expires": plain_array_literal(ends[kind].isoformat() for kind in kinds),
         "limit": limit,

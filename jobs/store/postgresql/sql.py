@@ -120,7 +120,13 @@ _LEASE_OF_KIND = (
     "(SELECT lease.expires FROM unnest(%(kinds)s::text[], %(expires)s::timestamptz[])"
     " AS lease(kind, expires) WHERE lease.kind = j.kind)"
 )
-_PRIOR_STATE = "(SELECT ready.prior_state FROM ready WHERE ready.id = j.id)"
+#: What the row was before the claim, as one text array: its state, and for
+#: a reclaimed row the vanished attempt's runner and start (for its entry in
+#: the attempt record). One lookup per row, as the state alone was.
+_PRIOR = (
+    "(SELECT ARRAY[ready.prior_state, ready.prior_runner, ready.prior_started_at::text]"
+    " FROM ready WHERE ready.id = j.id)"
+)
 #: Commit this statement's transaction without waiting for the WAL flush, a
 #: condition every row passes. A runner's pass (its claims and Done settles)
 #: waited for the flush of every other client's writes before it: beside a
@@ -155,7 +161,7 @@ _SETTLE = f"""
 #: MATERIALIZED CTE so it runs exactly once: as a subquery the planner may
 #: rescan it inside a join, and each rescan can lock more rows than LIMIT.
 _READY = """
-    SELECT id, state AS prior_state
+    SELECT id, state AS prior_state, claimed_by AS prior_runner, started_at AS prior_started_at
     FROM jobs_job
     WHERE live AND state IN ('queued', 'running')
       AND run_at <= %(now)s
@@ -167,17 +173,18 @@ _READY = """
     FOR UPDATE SKIP LOCKED
 """
 
-#: Move the locked rows to running, count the attempt and write each kind's
-#: lease, reporting what state each row was in before.
+#: Move the locked rows to running, count the attempt, write each kind's
+#: lease and the claiming runner's name, reporting what each row was before.
 _CLAIM = f"""
     UPDATE jobs_job AS j
     SET state = 'running',
         attempts = j.attempts + 1,
         lease_expires_at = {_LEASE_OF_KIND},
         started_at = %(now)s,
-        updated_at = %(now)s
+        updated_at = %(now)s,
+        claimed_by = %(runner)s
     WHERE j.id = ANY(ARRAY(SELECT id FROM ready)) AND {_NO_FLUSH_WAIT}
-    RETURNING {_RETURNING}, {_PRIOR_STATE}
+    RETURNING {_RETURNING}, {_PRIOR}
 """
 
 COMPLETE_MANY_SQL = _SETTLE

@@ -268,6 +268,8 @@ def test_the_detail_shows_every_field(admin_client):
         shown = "last_error_text" if field.name == "last_error" else shown
         shown = "state_badge" if field.name == "state" else shown
         shown = "result_json" if field.name == "result" else shown
+        shown = "attempt_history_table" if field.name == "errors" else shown
+        shown = "claimed_by_holder" if field.name == "claimed_by" else shown
         assert f'class="field-{shown}"' in page, f"the detail shows {field.name}"
 
 

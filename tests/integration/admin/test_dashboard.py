@@ -56,6 +56,7 @@ def test_the_dashboard_shows_the_queues_numbers_to_a_viewer(viewer_client):
     for n in range(4):
         make_job(f"older-{n}", state=State.DONE, finished_at=now - timedelta(minutes=30))
     make_job("waiting", run_at=now - timedelta(minutes=7, seconds=10), kind="slow.kind")
+    make_runner("worker-1", ["slow.kind"])
     page = dashboard(viewer_client)
     done = re.search(r'jobs-recent-done">.*?<td[^>]*>(\d+)</td>\s*<td[^>]*>(\d+)</td>', page, re.S)
     failed = re.search(

@@ -225,8 +225,9 @@ def test_cancel_makes_the_running_attempts_late_settle_lose(registry):
     cancel([claim.job.id], by="alice", registry=registry)
     now = timezone.now()
     assert store.complete(claim.job, now) is False, "its done is discarded"
-    assert store.retry(claim.job, now, now, "late") is False, "as is a retry"
-    assert store.retire(claim.job, now, "late") is False, "and a retirement"
+    late = factories.entry_for(claim.job, "late")
+    assert store.retry(claim.job, now, now, "late", late) is False, "as is a retry"
+    assert store.retire(claim.job, now, "late", late) is False, "and a retirement"
     row = reload(claim.job)
     assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by alice")
 

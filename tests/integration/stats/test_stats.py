@@ -71,6 +71,7 @@ def test_collect_counts_jobs_by_state(now):
 
 
 def test_the_lag_is_how_long_the_oldest_ready_job_has_waited(now):
+    make_runner("live", ["k"], now)
     make_job("oldest", run_at=now - timedelta(seconds=90))
     make_job("newer", run_at=now - timedelta(seconds=30))
     make_job("future", run_at=now + timedelta(hours=1))
@@ -83,6 +84,48 @@ def test_the_lag_is_how_long_the_oldest_ready_job_has_waited(now):
 def test_the_lag_is_zero_when_no_job_is_waiting(now):
     make_job("future", run_at=now + timedelta(minutes=5))
     assert collect(now=now).lag_seconds == 0
+
+
+def test_ready_jobs_no_live_runner_handles_are_counted_apart_from_the_lag(now):
+    make_runner("live", ["k"], now)
+    make_runner("dead", ["orphan"], now - RunnerProcess.STALE_AFTER - timedelta(seconds=1))
+    make_job("handled", run_at=now - timedelta(seconds=30))
+    make_job("old", kind="orphan", run_at=now - timedelta(minutes=10))
+    make_job("older", kind="nobody", run_at=now - timedelta(minutes=20))
+    make_job("not yet", kind="nobody", run_at=now + timedelta(minutes=1))
+    stats = collect(now=now)
+    assert stats.lag_seconds == 30, "the lag counts only kinds a live runner handles"
+    assert (stats.unhandled, stats.unhandled_wait_seconds) == (2, 20 * 60), (
+        "ready jobs of kinds only a gone runner (or none) handles are their own figure"
+    )
+
+
+def test_running_jobs_whose_runner_is_gone_or_lease_expired_are_stuck(now):
+    live = make_runner("live", ["k"], now)
+    gone = make_runner("gone", ["k"], now - RunnerProcess.STALE_AFTER - timedelta(seconds=1))
+    lease = now + timedelta(minutes=5)
+    make_job("healthy", state=State.RUNNING, claimed_by=live.name, lease_expires_at=lease)
+    make_job("orphaned", state=State.RUNNING, claimed_by=gone.name, lease_expires_at=lease)
+    make_job("vanished", state=State.RUNNING, claimed_by="host:99", lease_expires_at=lease)
+    make_job("expired", state=State.RUNNING, lease_expires_at=now - timedelta(seconds=1))
+    make_job("unnamed", state=State.RUNNING, lease_expires_at=lease)
+    stats = collect(now=now)
+    assert stats.by_state["running"] == 5, "every running row is still a running row"
+    assert stats.stuck == 3, "a gone runner's, a vanished runner's and an expired lease's"
+    assert stats.healthy_running == 2, "a live runner's, and one claimed before names were kept"
+
+
+def test_each_kinds_done_and_failed_of_the_last_hour_are_counted(now):
+    settled("a1", State.DONE, now - timedelta(minutes=5))
+    settled("a2", State.DONE, now - timedelta(minutes=50))
+    settled("a3", State.FAILED, now - timedelta(minutes=1))
+    settled("old", State.DONE, now - timedelta(hours=2))
+    settled("b1", State.CANCELLED, now - timedelta(minutes=1), kind="b")
+    settled("c1", State.FAILED, now - timedelta(minutes=1), kind="c")
+    assert collect(now=now).kinds_last_hour == {
+        "k": {"done": 2, "failed": 1},
+        "c": {"done": 0, "failed": 1},
+    }, "an hour's done and failed per kind; a cancel is not throughput"
 
 
 def test_recent_settles_are_counted_for_the_last_5_minutes_and_the_last_hour(now):

@@ -49,6 +49,7 @@ PARAMS: dict[str, Any] = {
     "attempts": "{" + ",".join(["1"] * 8) + "}",
     "leases": "{" + ",".join([(T0 + LEASE).isoformat()] * 8) + "}",
     "results": "{" + ",".join(["NULL"] * 8) + "}",
+    "runner": "host:1",
 }
 
 #: A node that reads rows of jobs_job itself (not one of its indexes).

@@ -18,6 +18,7 @@ import pytest
 from django.db import connection, transaction
 
 from jobs import JobSpec, enqueue
+from tests.factories import entry_for
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgresql]
@@ -65,8 +66,10 @@ def test_an_enqueue_a_retry_and_a_retirement_still_wait_for_the_wal_flush(store)
         assert enqueue(JobSpec.now(KIND, "c"))
         assert _commit_waits_for_flush(), "an enqueue"
     with transaction.atomic():
-        assert store.retry(first.job, T0, T0 + timedelta(minutes=1), "again")
+        assert store.retry(
+            first.job, T0, T0 + timedelta(minutes=1), "again", entry_for(first.job, "again")
+        )
         assert _commit_waits_for_flush(), "a retry"
     with transaction.atomic():
-        assert store.retire(second.job, T0, "out of attempts")
+        assert store.retire(second.job, T0, "out of attempts", entry_for(second.job, "out"))
         assert _commit_waits_for_flush(), "a retirement"

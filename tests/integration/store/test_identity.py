@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, connections, transaction
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.store import Store
+from tests.factories import entry_for
 from tests.integration.store.support import KIND, T0, claim_one, queue
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +33,7 @@ def enqueue_k() -> bool:
 
 LEAVES_LIVE: dict[str, Callable[[Store, Job], object]] = {
     "complete": lambda store, job: store.complete(job, T0),
-    "retire": lambda store, job: store.retire(job, T0, "gave up"),
+    "retire": lambda store, job: store.retire(job, T0, "gave up", entry_for(job, "gave up")),
     "cancel": lambda store, job: store.cancel(job.id, T0, "cancelled by ops"),
 }
 
@@ -52,7 +53,7 @@ def test_a_retry_keeps_the_identity_while_the_row_waits_for_its_next_attempt(sto
     queue("k")
     job = claim_one(store).job
 
-    assert store.retry(job, T0, T0 + timedelta(minutes=1), "503") is True
+    assert store.retry(job, T0, T0 + timedelta(minutes=1), "503", entry_for(job, "503")) is True
     assert holds_identity(job), "a retried row is queued, so still live"
     assert enqueue_k() is False, "nobody else may take the identity between attempts"
 
@@ -60,7 +61,7 @@ def test_a_retry_keeps_the_identity_while_the_row_waits_for_its_next_attempt(sto
 def test_a_requeued_row_takes_its_identity_back(store):
     queue("k")
     job = claim_one(store).job
-    store.retire(job, T0, "gave up")
+    store.retire(job, T0, "gave up", entry_for(job, "gave up"))
 
     assert store.requeue(job.id, T0 + timedelta(minutes=1)) is True
     assert holds_identity(job), "a requeued row is live again"
@@ -70,7 +71,7 @@ def test_a_requeued_row_takes_its_identity_back(store):
 def test_a_requeue_is_refused_while_another_live_row_holds_the_identity(store):
     queue("k")
     old = claim_one(store).job
-    store.retire(old, T0, "gave up")
+    store.retire(old, T0, "gave up", entry_for(old, "gave up"))
     newer = queue("k")
 
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -95,7 +96,8 @@ def test_the_identity_is_the_databases_rule_even_for_writes_outside_the_store(st
 def test_settled_rows_of_one_identity_never_collide_with_each_other(store):
     for n in range(3):
         job = queue("k")
-        store.retire(claim_one(store, T0 + timedelta(minutes=n)).job, T0, f"gave up {n}")
+        claimed = claim_one(store, T0 + timedelta(minutes=n)).job
+        store.retire(claimed, T0, f"gave up {n}", entry_for(claimed, "gave up"))
         assert not holds_identity(job)
     assert Job.objects.filter(kind=KIND, key="k", state=State.FAILED).count() == 3
 

@@ -9,8 +9,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from jobs import JobSpec, enqueue
+from jobs.history import Outcome
 from jobs.models import Job, State
 from jobs.store import Store
+from tests.factories import entry_for
 from tests.integration.store.support import KIND, T0, claim_one, queue, row
 
 pytestmark = pytest.mark.django_db
@@ -21,8 +23,10 @@ Settle = Callable[[Store, Job, datetime], bool]
 
 SETTLES: dict[str, Settle] = {
     "complete": lambda store, job, now: store.complete(job, now),
-    "retry": lambda store, job, now: store.retry(job, now, now + timedelta(minutes=1), "late"),
-    "retire": lambda store, job, now: store.retire(job, now, "late"),
+    "retry": lambda store, job, now: store.retry(
+        job, now, now + timedelta(minutes=1), "late", entry_for(job, "late", Outcome.RETRY)
+    ),
+    "retire": lambda store, job, now: store.retire(job, now, "late", entry_for(job, "late")),
     "reschedule": lambda store, job, now: store.reschedule(job, now, now + timedelta(hours=1)),
 }
 
@@ -105,7 +109,10 @@ def test_retry_requeues_at_the_given_time_keeping_the_attempt_count_and_the_erro
     job = claim_one(store).job
     run_at = T0 + timedelta(minutes=10)
 
-    assert store.retry(job, T0, run_at, "upstream said 503") is True
+    assert (
+        store.retry(job, T0, run_at, "upstream said 503", entry_for(job, "upstream said 503"))
+        is True
+    )
     stored = Job.objects.get(id=job.id)
     assert stored.state == State.QUEUED
     assert stored.run_at == run_at
@@ -135,7 +142,10 @@ def test_retire_sets_finished_at_and_releases_the_identity(store):
     job = claim_one(store).job
     retired_at = T0 + timedelta(seconds=5)
 
-    assert store.retire(job, retired_at, "the payload can never parse") is True
+    assert (
+        store.retire(job, retired_at, "the payload can never parse", entry_for(job, "unparsable"))
+        is True
+    )
     stored = Job.objects.get(id=job.id)
     assert stored.state == State.FAILED
     assert stored.finished_at == retired_at

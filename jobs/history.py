@@ -1,0 +1,258 @@
+"""The attempt record: what each attempt that did not end `Done` did, kept on its row.
+
+`Job.errors` holds one entry per such attempt (a retry, a failure, a timeout,
+a reclaim after its runner vanished, a cancel), oldest first, as JSON: the
+attempt's number, when it started and ended, the runner that ran it, the
+outcome, the error's telling line and, for an exception, its class path and
+traceback. A `Done` attempt writes nothing here: the runner's hot path pays
+nothing for the record.
+
+Bounded twice, so a job that fails forever cannot grow its row without end:
+the list keeps the last `MAX_ENTRIES` entries (each carries its `number`
+among all the job's entries, so the last one's number counts them all), and
+each entry's texts are cut in the middle past `ERROR_CHARS` and
+`TRACEBACK_CHARS` (the end of a traceback says what was raised, its start
+where). The worst row holds about 20 x 9,000 characters.
+
+Entries are written by a read of the list and a write fenced on the attempt
+(`jobs.store.orm.OrmStore`), so they need no SQL per database; they are read
+tolerantly (`entries`), since the column can be edited by hand.
+
+The exception classes here stand for the ends no exception of the handler's
+describes (a timeout, a reclaim, a cancel, a release, a row retired without
+running, a returned `Retry` or `Failed`): `django.tasks` results name them as
+`TaskError.exception_class_path`, and they import.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+#: How many entries a row keeps: the newest.
+MAX_ENTRIES = 20
+#: The longest error line an entry keeps.
+ERROR_CHARS = 1_000
+#: The longest traceback an entry keeps.
+TRACEBACK_CHARS = 8_000
+
+
+class Outcome(enum.StrEnum):
+    """How an attempt that did not end `Done` ended."""
+
+    #: Raised or returned `Retry`: another attempt is scheduled.
+    RETRY = "retry"
+    #: The job was retired with this attempt (`Failed`, a last `Retry`, a
+    #: deadline, a row that could not run).
+    FAILED = "failed"
+    #: Overran its budget; retried or retired, as the row's state says.
+    TIMED_OUT = "timed_out"
+    #: Its runner vanished: found with an expired lease and taken over.
+    RECLAIMED = "reclaimed"
+    #: An operator cancelled the job while this attempt ran (or before the
+    #: next one started: then the entry has no attempt number).
+    CANCELLED = "cancelled"
+    #: Handed back unfinished by its runner (a runner stopping before its
+    #: attempts end), for another to run.
+    RELEASED = "released"
+
+
+class AttemptError(Exception):
+    """An attempt's end that no exception of the handler's describes."""
+
+
+class AttemptFailed(AttemptError):
+    """The handler returned `Retry` or `Failed` without raising."""
+
+
+class AttemptTimedOut(AttemptError):
+    """The attempt overran its budget."""
+
+
+class AttemptReclaimed(AttemptError):
+    """The attempt's runner vanished; its lease expired and another runner took the job."""
+
+
+class AttemptReleased(AttemptError):
+    """The attempt's runner handed the job back unfinished."""
+
+
+class JobCancelled(AttemptError):
+    """An operator cancelled the job."""
+
+
+class JobNotRun(AttemptError):
+    """The job was retired without running (its deadline passed, its attempts
+    ran out, or its row could not be used)."""
+
+
+def class_path(kind: type[BaseException]) -> str:
+    """A class's importable path, as Django's `TaskError` names it."""
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+#: The class an entry without an exception of its own stands for.
+_STANDS_FOR = {
+    Outcome.RETRY: AttemptFailed,
+    Outcome.FAILED: AttemptFailed,
+    Outcome.TIMED_OUT: AttemptTimedOut,
+    Outcome.RECLAIMED: AttemptReclaimed,
+    Outcome.RELEASED: AttemptReleased,
+    Outcome.CANCELLED: JobCancelled,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One attempt that did not end `Done`, as the row keeps it."""
+
+    #: Its place among all the job's entries, from 1 (set when appended).
+    number: int
+    #: The attempt's number, as `Job.attempts` counted it at claim; None for
+    #: a cancel while no attempt ran.
+    attempt: int | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    #: The runner's name, as the runners page shows it; "" when unknown.
+    runner: str
+    outcome: str
+    #: What happened, in a line.
+    error: str
+    #: The exception's class path; "" when nothing was raised.
+    exception: str = ""
+    traceback: str = ""
+
+    @property
+    def exception_class_path(self) -> str:
+        """The exception's class path, or the class of ours this end stands for."""
+        if self.exception:
+            return self.exception
+        return class_path(_STANDS_FOR.get(self.outcome, AttemptFailed))  # type: ignore[call-overload]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "attempt": self.attempt,
+            "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            "ended_at": None if self.ended_at is None else self.ended_at.isoformat(),
+            "runner": self.runner,
+            "outcome": self.outcome,
+            "error": self.error,
+            "exception": self.exception,
+            "traceback": self.traceback,
+        }
+
+
+def record(
+    *,
+    attempt: int | None,
+    started_at: datetime | None,
+    ended_at: datetime,
+    runner: str | None,
+    outcome: Outcome,
+    error: str,
+    exception: BaseException | str | None = None,
+    traceback: str = "",
+) -> Entry:
+    """A new entry (numbered when appended), its texts bounded."""
+    if isinstance(exception, BaseException):
+        exception = class_path(type(exception))
+    return Entry(
+        number=0,
+        attempt=attempt,
+        started_at=started_at,
+        ended_at=ended_at,
+        runner=runner or "",
+        outcome=str(outcome),
+        error=bounded(error, ERROR_CHARS),
+        exception=exception or "",
+        traceback=bounded(traceback, TRACEBACK_CHARS),
+    )
+
+
+def appended(stored: Any, entry: Entry) -> list[dict[str, Any]]:
+    """The list to store after `entry`: what `stored` holds, then `entry`,
+    numbered after the last, the oldest dropped past `MAX_ENTRIES`."""
+    kept = [item for item in (stored if isinstance(stored, list) else []) if isinstance(item, dict)]
+    numbered = Entry(**{**_fields(entry), "number": total(stored) + 1})
+    return [*kept, numbered.as_json()][-MAX_ENTRIES:]
+
+
+def entries(stored: Any) -> list[Entry]:
+    """The entries `Job.errors` holds, oldest first; what does not read as one
+    (written by hand) is skipped."""
+    if not isinstance(stored, list):
+        return []
+    found = []
+    for position, item in enumerate(stored, start=1):
+        entry = _entry(item, position)
+        if entry is not None:
+            found.append(entry)
+    return found
+
+
+def total(stored: Any) -> int:
+    """How many entries the job has had, the dropped ones included."""
+    listed = entries(stored)
+    if not listed:
+        return 0
+    return max(listed[-1].number, len(listed))
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text`, or its start and end around a note of what was cut, within `limit`."""
+    if len(text) <= limit:
+        return text
+    note = f"\n... ({len(text) - limit} characters cut) ...\n"
+    head = (limit - len(note)) // 4
+    tail = limit - len(note) - head
+    return text[:head] + note + text[len(text) - tail :]
+
+
+def _fields(entry: Entry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in Entry.__slots__}
+
+
+def _entry(item: Any, position: int) -> Entry | None:
+    if not isinstance(item, dict):
+        return None
+    number = item.get("number")
+    attempt = item.get("attempt")
+    return Entry(
+        number=number if isinstance(number, int) and _is_int(number) else position,
+        attempt=attempt if _is_int(attempt) else None,
+        started_at=_moment(item.get("started_at")),
+        ended_at=_moment(item.get("ended_at")),
+        runner=_text(item.get("runner")),
+        outcome=_text(item.get("outcome")),
+        error=_text(item.get("error")),
+        exception=_text(item.get("exception")),
+        traceback=_text(item.get("traceback")),
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_datetime(value)
+    except ValueError:
+        return None
+
+
+def runners(stored: Sequence[Entry]) -> list[str]:
+    """The runner of each numbered attempt among `stored`, oldest first."""
+    return [entry.runner for entry in stored if entry.attempt is not None]
