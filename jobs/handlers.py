@@ -70,6 +70,13 @@ class JobHandler:
 
     #: The `Job.kind` this handler answers for.
     kind: ClassVar[str]
+    #: Whether the class overrides `completed`: the runner calls it only then,
+    #: so a `Done` costs nothing extra for the handlers that do not.
+    listens: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.listens = cls.completed is not JobHandler.completed
 
     def run(self, job: Job) -> Outcome | Any:
         """Run one attempt and say how it ended.
@@ -96,6 +103,18 @@ class JobHandler:
         Runs inside the retirement's database transaction: writes made here
         commit with it. If this raises, its writes are rolled back, the error is
         logged, and the retirement still commits.
+        """
+
+    def completed(self, job: Job) -> None:
+        """Called once after an attempt's `Done` has committed, with `job` as
+        settled (`state` done, `result` what it returned, `finished_at`).
+
+        For telling others that the work is finished (the `django.tasks`
+        backend sends Django's `task_finished` from here), not for work of its
+        own: it runs on the runner's claiming thread, so it must be quick, and
+        an exception here is logged and changes nothing. Never called for a
+        `Done` that lost its row to a newer claim or a cancel. The runner skips
+        the call for handlers that do not override it.
         """
 
     def recover(self) -> None:

@@ -30,9 +30,14 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.dateparse import parse_datetime
+
+from jobs.presentation import telling_line
+
+if TYPE_CHECKING:
+    from jobs.models import Job
 
 #: How many entries a row keeps: the newest.
 MAX_ENTRIES = 20
@@ -172,6 +177,47 @@ def record(
         error=bounded(error, ERROR_CHARS),
         exception=exception or "",
         traceback=bounded(traceback, TRACEBACK_CHARS),
+    )
+
+
+def for_attempt(
+    job: Job,
+    outcome: Outcome,
+    reason: str,
+    exception: BaseException | None,
+    now: datetime,
+    prefix: str = "",
+) -> Entry:
+    """The entry for `job`'s current attempt, ended at `now` with `outcome`.
+
+    `reason` is the traceback when `exception` was raised in the handler
+    (ours, the `AttemptError`s, carry none); the entry's error is its telling
+    line, after `prefix`.
+    """
+    line = telling_line(reason)
+    return record(
+        attempt=job.attempts,
+        started_at=job.started_at,
+        ended_at=now,
+        runner=job.claimed_by,
+        outcome=outcome,
+        error=f"{prefix}: {line}" if prefix else line,
+        exception=exception,
+        traceback="" if exception is None or isinstance(exception, AttemptError) else reason,
+    )
+
+
+def lost_attempt(job: Job, runner: str | None, started_at: datetime | None, now: datetime) -> Entry:
+    """The entry for the attempt before `job`'s current one, found at `now` with
+    its lease expired and its runner gone: written when the row is reclaimed."""
+    where = f" on runner {runner}" if runner else ""
+    return record(
+        attempt=job.attempts - 1,
+        started_at=started_at,
+        ended_at=now,
+        runner=runner,
+        outcome=Outcome.RECLAIMED,
+        error=f"lease expired{where}: attempt {job.attempts - 1} never settled",
     )
 
 

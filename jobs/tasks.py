@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from django.apps import apps
 from django.conf import settings
 from django.core import checks
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import DEFAULT_TASK_PRIORITY, Task, TaskError
@@ -39,6 +39,7 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
+from jobs import history
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
 from jobs.registry import register
 from jobs.spec import JobSpec, strict_json
@@ -156,25 +157,44 @@ def _run_at(task: Task[Any, Any]) -> datetime:
 
 
 def to_result(job: Job, alias: str) -> TaskResult[Any, Any]:
-    """The `TaskResult` that a task job's row describes."""
+    """The `TaskResult` that a task job's row describes, its attempt record
+    (`Job.errors`, `jobs.history`) giving the errors and the workers.
+
+    `errors`: one `TaskError` per attempt that did not succeed, oldest first,
+    with the exception's class path and traceback (a timeout, a reclaim, a
+    cancel name classes of `jobs.history`). `worker_ids`: the runner of each
+    attempt, oldest first, the current or last one from `Job.claimed_by`.
+    `started_at` is the first attempt's start, `last_attempted_at` the last's.
+    A job with more than `jobs.history.MAX_ENTRIES` failed attempts keeps the
+    newest: its errors and workers start there.
+    """
     payload = job.payload
-    task = _enqueued_task(job)
-    failed = job.state in ("failed", "cancelled") or (job.state == "queued" and job.attempts > 0)
-    errors = [_error(job.last_error)] if failed and job.last_error else []
+    entries = job.attempt_history
+    workers = history.runners(entries)
+    numbered = [entry for entry in entries if entry.attempt is not None]
+    current = job.attempts > 0 and (not numbered or numbered[-1].attempt != job.attempts)
+    if current:
+        workers.append(job.claimed_by or "")
+    first = next((entry.started_at for entry in numbered if entry.started_at), None)
     result: TaskResult[Any, Any] = TaskResult(
-        task=task,
+        task=_enqueued_task(job),
         id=str(job.id),
         status=_STATUS[job.state],
         enqueued_at=job.created_at,
-        started_at=job.started_at,
+        started_at=first or job.started_at,
         finished_at=job.finished_at,
         last_attempted_at=job.started_at,
         args=payload["args"],
         kwargs=payload["kwargs"],
         backend=alias,
-        errors=errors,
-        # One entry per attempt so far; attempts are counted at claim.
-        worker_ids=[f"attempt-{n}" for n in range(1, job.attempts + 1)],
+        errors=[
+            TaskError(
+                exception_class_path=entry.exception_class_path,
+                traceback=entry.traceback or entry.error,
+            )
+            for entry in entries
+        ],
+        worker_ids=workers,
     )
     if job.state == "done":
         object.__setattr__(result, "_return_value", (job.result or {}).get("return_value"))
@@ -209,17 +229,6 @@ def _enqueued_task(job: Job) -> Task[Any, Any]:
     return dataclasses.replace(task, **enqueued)
 
 
-def _error(last_error: str) -> TaskError:
-    """Split what `TaskHandler` wrote: the exception's class path, then its traceback.
-
-    The runner may have put words in front of the first line when it retired
-    the job ("gave up after 3 of 3 attempts: builtins.ValueError"); a class
-    path has no spaces, so it is the first line's last word.
-    """
-    first, _, text = last_error.partition("\n")
-    return TaskError(exception_class_path=first.rsplit(" ", 1)[-1], traceback=text)
-
-
 @register
 class TaskHandler(JobHandler):
     """Runs `django.task` jobs: the registered task named in the payload."""
@@ -234,9 +243,7 @@ class TaskHandler(JobHandler):
             return Retry(f"{payload.get('task')!r} is not a registered task in this runner")
         alias = payload.get("backend", task.backend)
         result = to_result(job, alias)
-        backend = type(task_backends[alias])
-        object.__setattr__(result, "status", TaskResultStatus.RUNNING)
-        task_started.send(backend, task_result=result)
+        task_started.send(type(task_backends[alias]), task_result=result)
         args, kwargs = payload["args"], payload["kwargs"]
         try:
             if payload.get("takes_context"):
@@ -249,14 +256,35 @@ class TaskHandler(JobHandler):
             # Every BaseException, as the executor takes them (see
             # `Executor.run`): a `sys.exit()` in a task is its failure, not
             # the runner's, and on this worker thread nothing else raises one.
-            described = f"{type(error).__module__}.{type(error).__qualname__}\n"
-            described += "".join(traceback.format_exception(error))
-            object.__setattr__(result, "status", TaskResultStatus.FAILED)
-            task_finished.send(backend, task_result=result)
+            # No `task_finished` yet: the result is terminal only once the
+            # row is retired (`abandon`), not while another attempt is due.
+            described = "".join(traceback.format_exception(error))
             if isinstance(error, PermanentFailure):
-                return Failed(described)
-            return Retry(described)
-        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-        object.__setattr__(result, "_return_value", value)
-        task_finished.send(backend, task_result=result)
+                return Failed(described, exception=error)
+            return Retry(described, exception=error)
         return Done(result={"return_value": value, "host": socket.gethostname()})
+
+    def completed(self, job: Job) -> None:
+        """The `Done` has committed: the result is terminal and successful."""
+        _finished(job)
+
+    def abandon(self, job: Job, reason: str) -> None:
+        """Retired (failed after its last attempt, cancelled, or retired without
+        running): `task_finished` once the retirement commits, with the row as
+        it then reads."""
+        using = job._state.db or DEFAULT_DB_ALIAS
+        transaction.on_commit(lambda: _finished(job, reread=True), using=using)
+
+
+def _finished(job: Job, *, reread: bool = False) -> None:
+    """Send `task_finished` for `job`, a task's row that has just become terminal."""
+    from jobs.models import Job as JobRow
+
+    payload = job.payload
+    task = _TASKS.get(payload.get("task", ""))
+    if task is None:
+        return  # not a task of this process: nobody here listens for it
+    alias = payload.get("backend", task.backend)
+    if reread:
+        job = JobRow.objects.using(job._state.db).get(id=job.id)
+    task_finished.send(type(task_backends[alias]), task_result=to_result(job, alias))

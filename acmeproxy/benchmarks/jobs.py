@@ -5,7 +5,7 @@ process can tell how long a job waited."""
 import time
 from typing import Any
 
-from jobs import Done, JobHandler, register
+from jobs import Done, JobHandler, Retry, register
 from jobs.models import Job
 
 #: Every kind the benchmark queues starts with this; it deletes them afterwards.
@@ -14,6 +14,8 @@ PREFIX = "bench."
 NOOP = "bench.noop"
 #: A job whose result is the wall-clock time its handler started.
 STAMP = "bench.stamp"
+#: A job whose first attempt fails and whose second succeeds.
+RETRY_ONCE = "bench.retry_once"
 
 
 def payload(n: int) -> dict[str, Any]:
@@ -38,3 +40,16 @@ class StampHandler(JobHandler):
         # in other processes on the same machine.
         started = time.time()
         return Done(started)
+
+
+@register
+class RetryOnceHandler(JobHandler):
+    """Every job retries once: a drain of these pays for a retry's settle and
+    its entry in the attempt record as well as for the done."""
+
+    kind = RETRY_ONCE
+
+    def run(self, job: Job) -> Done | Retry:
+        if job.attempts == 1:
+            return Retry("the first attempt fails on purpose")
+        return Done()

@@ -39,7 +39,7 @@ from django.db import DatabaseError, connections
 from jobs import history, log, retirement
 from jobs.backoff import retry_delay
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
-from jobs.models import Job
+from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
@@ -103,8 +103,8 @@ class Completer:
         try:
             if attempt.take():
                 now = self.clock()
-                entry = self._entry(
-                    attempt, history.Outcome.FAILED, reason, history.JobNotRun(reason), now
+                entry = history.for_attempt(
+                    attempt.job, history.Outcome.FAILED, reason, history.JobNotRun(reason), now
                 )
                 self._guarded(self._retire, attempt, reason, entry, now)
         finally:
@@ -115,18 +115,32 @@ class Completer:
         whose runner vanished; a failure to is logged and the attempt runs."""
         previous = attempt.previous
         assert previous is not None, "only a reclaimed attempt has one"
-        job = attempt.job
-        where = f" on runner {previous.runner}" if previous.runner else ""
-        reason = f"lease expired{where}: attempt {job.attempts - 1} never settled"
-        entry = history.record(
-            attempt=job.attempts - 1,
-            started_at=previous.started_at,
-            ended_at=now,
-            runner=previous.runner,
-            outcome=history.Outcome.RECLAIMED,
-            error=reason,
-        )
+        entry = history.lost_attempt(attempt.job, previous.runner, previous.started_at, now)
         self._guarded(self._note, attempt, entry)
+
+    def released(self, attempt: Attempt, now: datetime) -> None:
+        """The runner stops with `attempt` still running past its grace: hand the
+        row back, due when its lease would have ended (no runner takes it
+        sooner than the lease allowed), the attempt on the record as released.
+        A result the handler returns later is discarded."""
+        if not attempt.take():
+            return  # it ended meanwhile: its settle is under way
+        try:
+            reason = "the runner stopped before the attempt ended (its grace period ran out)"
+            error = history.AttemptReleased(reason)
+            entry = history.for_attempt(attempt.job, history.Outcome.RELEASED, reason, error, now)
+            run_at = max(now, attempt.job.lease_expires_at or now)
+            self._guarded(self._release, attempt, run_at, reason, entry, now)
+        finally:
+            self.let_go(attempt)
+
+    def _release(
+        self, attempt: Attempt, run_at: datetime, reason: str, entry: history.Entry, now: datetime
+    ) -> None:
+        if self.store.retry(attempt.job, now, run_at, reason, entry):
+            log.event("job_released", outcome="released", **job_fields(attempt.job), run_at=run_at)
+        else:
+            self._lost(attempt.job, "release")
 
     def _note(self, attempt: Attempt, entry: history.Entry) -> None:
         if not self.store.note(attempt.job, entry):
@@ -177,10 +191,14 @@ class Completer:
             batch.rows.append((attempt.job, result))
         return batch
 
-    def batch_settled(self, batch: DoneBatch, won: set[uuid.UUID]) -> None:
-        """The batch's settle wrote the rows `won`: free the slots, and log each
-        settled `Done` and each that lost its row to a newer claim."""
+    def batch_settled(self, batch: DoneBatch, won: set[uuid.UUID], now: datetime) -> None:
+        """The batch's settle wrote the rows `won` at `now`: free the slots, tell
+        the handlers that listen (`JobHandler.completed`), and log each settled
+        `Done` and each that lost its row to a newer claim."""
         self.slots.settled(batch.attempts)
+        listening = [i for i, attempt in enumerate(batch.attempts) if attempt.handler.listens]
+        if listening:
+            self._tell_completed(batch, listening, won, now)
         log_done = log.enabled(logging.DEBUG)
         if not log_done and len(won) == len(batch):
             return  # every one won (the ids of a batch are distinct): nothing to say
@@ -190,6 +208,28 @@ class Completer:
                     log.event("job_done", logging.DEBUG, outcome="done", **job_fields(attempt.job))
             else:
                 self._lost(attempt.job, "done")
+
+    def _tell_completed(
+        self, batch: DoneBatch, listening: list[int], won: set[uuid.UUID], now: datetime
+    ) -> None:
+        for index in listening:
+            attempt = batch.attempts[index]
+            job = attempt.job
+            if job.id not in won:
+                continue
+            job.state, job.result, job.finished_at = State.DONE, batch.rows[index][1], now
+            job.lease_expires_at = None
+            try:
+                attempt.handler.completed(job)
+            except Exception as error:
+                log.event(
+                    "job_completed_hook_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    **job_fields(job),
+                    error=telling_line(repr(error), trim=False),
+                    traceback=traceback.format_exc(),
+                )
 
     def batch_failed(self, batch: DoneBatch, error: Exception) -> None:
         """The batch's settle failed: the rows stay running until their leases
@@ -219,7 +259,7 @@ class Completer:
         except Exception as error:
             self.batch_failed(batch, error)
             return
-        self.batch_settled(batch, won)
+        self.batch_settled(batch, won, now)
 
     def waiting(self) -> int:
         """How many `Done` attempts wait for a settle."""
@@ -233,8 +273,8 @@ class Completer:
         if isinstance(outcome, Retry):
             self._retry(attempt, outcome, now)
         elif isinstance(outcome, Failed):
-            entry = self._entry(
-                attempt, history.Outcome.FAILED, outcome.reason, outcome.exception, now
+            entry = history.for_attempt(
+                job, history.Outcome.FAILED, outcome.reason, outcome.exception, now
             )
             self._retire(attempt, outcome.reason, entry, now)
         else:
@@ -244,7 +284,7 @@ class Completer:
                     f"Reschedule({outcome.delay!r}) puts the next run past the latest instant "
                     f"a date can hold ({_LATEST.isoformat()})"
                 )
-                entry = self._entry(attempt, history.Outcome.FAILED, reason, None, now)
+                entry = history.for_attempt(attempt.job, history.Outcome.FAILED, reason, None, now)
                 self._retire(attempt, reason, entry, now)
             elif self.store.reschedule(job, now, run_at):
                 log.event(
@@ -279,11 +319,13 @@ class Completer:
             given_up = ""
         if given_up or run_at is None:
             outcome = history.Outcome.TIMED_OUT if timed_out else history.Outcome.FAILED
-            entry = self._entry(attempt, outcome, reason, retry.exception, now, given_up)
+            entry = history.for_attempt(
+                attempt.job, outcome, reason, retry.exception, now, given_up
+            )
             self._retire(attempt, f"{given_up}: {reason}", entry, now)
             return
         outcome = history.Outcome.TIMED_OUT if timed_out else history.Outcome.RETRY
-        entry = self._entry(attempt, outcome, reason, retry.exception, now)
+        entry = history.for_attempt(job, outcome, reason, retry.exception, now)
         if self.store.retry(job, now, run_at, reason, entry):
             log.event(
                 "job_retry",
@@ -299,35 +341,6 @@ class Completer:
         """Retire the job and call `abandon` once (`jobs.retirement.retire`)."""
         if not retirement.retire(self.store, attempt.job, attempt.handler, reason, entry, now):
             self._lost(attempt.job, "retire")
-
-    @staticmethod
-    def _entry(
-        attempt: Attempt,
-        outcome: history.Outcome,
-        reason: str,
-        exception: BaseException | None,
-        now: datetime,
-        prefix: str = "",
-    ) -> history.Entry:
-        """The record's entry for `attempt`, ended at `now` with `outcome`.
-
-        `reason` is an exception's traceback when there is an `exception`
-        raised in the handler (one of ours, `jobs.history`'s, has none);
-        the entry's error is its telling line, after `prefix`.
-        """
-        job = attempt.job
-        ours = isinstance(exception, history.AttemptError)
-        line = telling_line(reason)
-        return history.record(
-            attempt=job.attempts,
-            started_at=job.started_at,
-            ended_at=now,
-            runner=job.claimed_by,
-            outcome=outcome,
-            error=f"{prefix}: {line}" if prefix else line,
-            exception=exception,
-            traceback="" if exception is None or ours else reason,
-        )
 
     def _lost(self, job: Job, verb: str) -> None:
         log.event(

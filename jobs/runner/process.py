@@ -1,8 +1,10 @@
 """The `runjobs` process: signals, the loop, and a clean exit.
 
 SIGTERM or SIGINT stops claiming and gives running attempts `grace` seconds to
-finish; a second signal exits at once. Whatever is still running then is not
-lost: its row stays `running` until the lease expires and a runner takes it.
+finish. Whatever still runs when the grace runs out is released: its row goes
+back to the queue, due when its lease would have ended, with the attempt on
+its record. A second signal exits at once, writing nothing: its rows stay
+`running` until their leases expire and a runner takes them.
 SIGHUP re-reads the config at once.
 """
 
@@ -78,6 +80,8 @@ def serve(
             if thread.is_alive():  # lane 0 raised: the others stop too
                 thread.join()
         for runner in runners:
+            if not finished:
+                runner.release()
             runner.close(wait=finished)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -209,9 +209,8 @@ class Runner:
     def finish(self, grace: float) -> bool:
         """Wait up to `grace` seconds for running attempts; True if none is left.
 
-        Overrunning attempts are still timed out meanwhile. Anything left
-        running afterwards keeps its row `running` until the lease expires and
-        another runner takes it.
+        Overrunning attempts are still timed out meanwhile. What is left
+        running afterwards, the caller may `release`.
         """
         give_up = time.monotonic() + grace
         self.slots.stop_gathering()  # every finish rings from here on
@@ -229,10 +228,18 @@ class Runner:
             log.event(
                 "runner_grace_expired",
                 logging.WARNING,
-                outcome="abandoned_in_flight",
+                outcome="released",
                 running=len(left),
             )
         return not left
+
+    def release(self) -> None:
+        """Hand back the attempts still running when the process gives up on
+        them (its grace ran out): each row goes back to the queue, due when
+        its lease would have ended, the attempt on its record as released
+        (`Completer.released`)."""
+        for attempt in self.in_flight():
+            self.completer.released(attempt, self.clock())
 
     def close(self, *, wait: bool = True) -> None:
         """Release the worker threads and this runner's doorbell.
@@ -291,7 +298,7 @@ class Runner:
         except Exception as error:
             self.completer.batch_failed(batch, error)
             raise
-        self.completer.batch_settled(batch, won)
+        self.completer.batch_settled(batch, won, now)
         started = self.executor.attempts(claims, settings, budgets, now)
         self.slots.started(started)
         self.pool.submit_many(started)

@@ -36,7 +36,7 @@ from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL, OrmStore, with_ids
 from jobs.store.rows import (
     CLAIM_COLUMNS,
     Claim,
-    claim_from_row,
+    claims_from_rows,
     decode_uuid,
     in_run_at_order,
     lease_ends,
@@ -367,20 +367,13 @@ class MySQLStore(OrmStore):
             )
             cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
             rows = cursor.fetchall()
-        using = self.using
-        claims = []
-        for row in rows:
-            state, previous_runner, previous_start = prior[decode_uuid(row[0])]
-            claims.append(
-                claim_from_row(
-                    row,
-                    state == "running",
-                    now,
-                    ends,
-                    using=using,
-                    decode_datetime=naive_utc_datetime,
-                    runner=runner,
-                    previous=(previous_runner, previous_start),
-                )
-            )
+        claims = claims_from_rows(
+            rows,
+            lambda job_id: prior[decode_uuid(job_id)],
+            now,
+            ends,
+            using=self.using,
+            decode_datetime=naive_utc_datetime,
+            runner=runner,
+        )
         return in_run_at_order(claims)

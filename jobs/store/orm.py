@@ -187,20 +187,15 @@ class OrmStore(Store):
     def retry(
         self, job: Job, now: datetime, run_at: datetime, error: str, entry: history.Entry
     ) -> bool:
-        errors = self._record(job, entry)
-        if errors is None:
-            return False
-        won = self._owned(job).update(
+        return self._settle_recorded(
+            job,
+            entry,
             state=State.QUEUED,
             run_at=run_at,
             lease_expires_at=None,
             last_error=error,
-            errors=errors,
             updated_at=now,
         )
-        if won:
-            job.errors = errors
-        return bool(won)
 
     def retire(
         self,
@@ -210,17 +205,23 @@ class OrmStore(Store):
         entry: history.Entry,
         state: str = State.FAILED,
     ) -> bool:
-        errors = self._record(job, entry)
-        if errors is None:
-            return False
-        won = self._owned(job).update(
+        return self._settle_recorded(
+            job,
+            entry,
             state=state,
             lease_expires_at=None,
             last_error=error,
-            errors=errors,
             finished_at=now,
             updated_at=now,
         )
+
+    def _settle_recorded(self, job: Job, entry: history.Entry, **columns: Any) -> bool:
+        """The fenced update of `columns` on the row `job`'s attempt owns, with
+        `entry` appended to its attempt record (`job.errors` too, when it won)."""
+        errors = self._record(job, entry)
+        if errors is None:
+            return False
+        won = self._owned(job).update(errors=errors, **columns)
         if won:
             job.errors = errors
         return bool(won)

@@ -170,6 +170,36 @@ def claim_from_row(
     )
 
 
+def claims_from_rows(
+    rows: Sequence[Sequence[Any]],
+    prior: Callable[[Any], Sequence[Any]],
+    now: datetime,
+    ends: Mapping[str, datetime],
+    *,
+    using: str,
+    decode_datetime: DatetimeDecoder,
+    runner: str,
+) -> list[Claim]:
+    """`claim_from_row` for each claimed row, where `prior(id)` gives what its
+    ready read saw before the claim: (state, claimed_by, started_at)."""
+    claims = []
+    for row in rows:
+        state, previous_runner, previous_start = prior(row[0])
+        claims.append(
+            claim_from_row(
+                row,
+                state == "running",
+                now,
+                ends,
+                using=using,
+                decode_datetime=decode_datetime,
+                runner=runner,
+                previous=(previous_runner, previous_start),
+            )
+        )
+    return claims
+
+
 def _previous_attempt(
     previous: tuple[Any, Any] | None, decode_datetime: DatetimeDecoder
 ) -> PreviousAttempt:

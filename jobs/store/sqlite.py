@@ -24,7 +24,7 @@ from jobs.store.rows import (
     CLAIM_COLUMNS,
     DATETIME_COLUMNS,
     Claim,
-    claim_from_row,
+    claims_from_rows,
     decode_uuid,
     in_run_at_order,
     lease_ends,
@@ -139,22 +139,15 @@ class SQLiteStore(OrmStore):
             )
             cursor.execute(sql, [*lease_params, at, at, runner, *prior, *ready_params])
             rows = cursor.fetchall()
-        using = self.using
-        claims = []
-        for row in rows:
-            state, *previous = prior[decode_uuid(row[0]).hex]
-            claims.append(
-                claim_from_row(
-                    row,
-                    state == "running",
-                    now,
-                    ends,
-                    using=using,
-                    decode_datetime=text_datetime,
-                    runner=runner,
-                    previous=(previous[0], previous[1]),
-                )
-            )
+        claims = claims_from_rows(
+            rows,
+            lambda job_id: prior[decode_uuid(job_id).hex],
+            now,
+            ends,
+            using=self.using,
+            decode_datetime=text_datetime,
+            runner=runner,
+        )
         return in_run_at_order(claims)
 
     # -- waking runners in other processes: a socket each (`sqlite_doorbell`) ----

@@ -11,13 +11,17 @@ still be alive.
 from __future__ import annotations
 
 import signal
+import socket
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from jobs import JobSpec, enqueue
-from jobs.models import Job
+from jobs.history import Outcome
+from jobs.holding import RUNNER_GONE, Holders
+from jobs.models import Job, RunnerProcess
+from jobs.stats import collect
 from tests.acceptance import wait_for_attempt
 from tests.helpers import wait_until
 from tests.jobapp.models import Abandonment, Execution
@@ -33,8 +37,9 @@ LONG_LEASE = {"TEST_SLEEP_LEASE": "30"}
 SLEEPS_ON_FIRST_ATTEMPT = {"seconds": 30, "sleep_on": [1]}
 
 
-def kill_mid_attempt(runjobs, spec: JobSpec, env: dict[str, str]) -> Job:
-    """Queue `spec`, start a runner, SIGKILL it once attempt 1 is in the handler; the row."""
+def kill_mid_attempt(runjobs, spec: JobSpec, env: dict[str, str]):
+    """Queue `spec`, start a runner, SIGKILL it once attempt 1 is in the handler; the
+    row and the dead process."""
     assert enqueue(spec)
     job = Job.objects.get(kind=spec.kind, key=spec.key)
     process = runjobs(env=env)
@@ -48,7 +53,13 @@ def kill_mid_attempt(runjobs, spec: JobSpec, env: dict[str, str]) -> Job:
     assert Execution.objects.get(job_id=job.id).finished_at is None, (
         "the first attempt never finished"
     )
-    return job
+    assert job.claimed_by == runner_name(process), "the row names the runner that claimed it"
+    return job, process
+
+
+def runner_name(process) -> str:
+    """The name a one-lane `runjobs` process gives itself (and its claims)."""
+    return f"{socket.gethostname()}:{process.process.pid}"
 
 
 def wait_out_the_lease(job: Job) -> None:
@@ -67,7 +78,7 @@ def test_after_a_killed_runners_lease_expires_the_next_runner_reclaims_and_compl
 ):
     """The crash costs an attempt and a lease's wait, never the job."""
     spec = JobSpec.now("test.sleep", "crashed").with_payload(SLEEPS_ON_FIRST_ATTEMPT)
-    job = kill_mid_attempt(runjobs, spec, SHORT_LEASE)
+    job, first = kill_mid_attempt(runjobs, spec, SHORT_LEASE)
     wait_out_the_lease(job)
 
     process = runjobs("--burst", env=SHORT_LEASE)
@@ -77,6 +88,14 @@ def test_after_a_killed_runners_lease_expires_the_next_runner_reclaims_and_compl
     assert (job.state, job.attempts) == ("done", 2), (
         "the next runner takes the row over as attempt 2 and completes it"
     )
+    assert job.claimed_by == runner_name(process), "the row names the runner that took it over"
+    [lost] = job.attempt_history
+    assert (lost.attempt, lost.outcome, lost.runner) == (
+        1,
+        Outcome.RECLAIMED,
+        runner_name(first),
+    ), "the lost attempt is on the record, with the runner that vanished"
+    assert f"lease expired on runner {runner_name(first)}" in lost.error
     executions = list(Execution.objects.filter(job_id=job.id).order_by("attempt"))
     assert [e.attempt for e in executions] == [1, 2], "attempt 1 ran, then attempt 2"
     assert executions[0].finished_at is None, "the killed attempt never finished"
@@ -93,7 +112,7 @@ def test_a_killed_last_attempt_is_retired_after_its_lease_and_abandon_runs_exact
         .with_payload(SLEEPS_ON_FIRST_ATTEMPT)
         .with_max_attempts(1)
     )
-    job = kill_mid_attempt(runjobs, spec, SHORT_LEASE)
+    job, first = kill_mid_attempt(runjobs, spec, SHORT_LEASE)
     wait_out_the_lease(job)
 
     second = runjobs("--burst", env=SHORT_LEASE)
@@ -101,6 +120,10 @@ def test_a_killed_last_attempt_is_retired_after_its_lease_and_abandon_runs_exact
 
     job.refresh_from_db()
     assert job.state == "failed", "a row whose only attempt died is retired as failed"
+    assert [(e.attempt, e.outcome, e.runner) for e in job.attempt_history] == [
+        (1, Outcome.RECLAIMED, runner_name(first)),
+        (2, Outcome.FAILED, runner_name(second)),
+    ], "the record has the lost attempt, then the takeover that retired it unrun"
     assert Execution.objects.filter(job_id=job.id).count() == 1, (
         "a job with its attempts spent is never run again"
     )
@@ -122,7 +145,7 @@ def test_a_killed_last_attempt_is_retired_after_its_lease_and_abandon_runs_exact
 def test_a_runner_does_not_take_a_row_whose_lease_is_still_live(runjobs):
     """A live lease may belong to a runner that is only slow: taking it would run the job twice."""
     spec = JobSpec.now("test.sleep", "held").with_payload(SLEEPS_ON_FIRST_ATTEMPT)
-    job = kill_mid_attempt(runjobs, spec, LONG_LEASE)
+    job, _ = kill_mid_attempt(runjobs, spec, LONG_LEASE)
     assert job.lease_expires_at is not None
     assert job.lease_expires_at > timezone.now() + timedelta(seconds=20), "the lease is live"
 
@@ -137,3 +160,23 @@ def test_a_runner_does_not_take_a_row_whose_lease_is_still_live(runjobs):
     )
     assert Execution.objects.filter(job_id=job.id).count() == 1, "and does not run it"
     assert "job_reclaimed" not in process.output(), "nothing was taken over"
+
+
+def test_a_killed_runners_job_shows_runner_gone_once_its_heartbeat_is_stale_before_its_lease_ends(
+    runjobs,
+):
+    """Judged at the instant the gone threshold has passed (the dead process beats no more,
+    so its last heartbeat is what a later look finds): stuck, though the lease still runs."""
+    spec = JobSpec.now("test.sleep", "orphaned").with_payload(SLEEPS_ON_FIRST_ATTEMPT)
+    job, dead = kill_mid_attempt(runjobs, spec, LONG_LEASE)
+    assert RunnerProcess.objects.filter(pid=dead.process.pid).exists(), "its row outlived it"
+    assert Holders.read().stuck(job) == "", "within the gone threshold it may only be slow"
+
+    later = timezone.now() + RunnerProcess.STALE_AFTER + timedelta(seconds=1)
+    assert job.lease_expires_at is not None
+    assert job.lease_expires_at > later, "the lease runs on"
+    assert Holders.read(now=later).stuck(job) == RUNNER_GONE
+    stats = collect(now=later)
+    assert (stats.stuck, stats.healthy_running) == (1, 0), (
+        "the dashboard counts it stuck, not running"
+    )

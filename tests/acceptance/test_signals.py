@@ -4,13 +4,15 @@ SIGTERM is how systemd, Kubernetes and supervisord stop a worker, and SIGINT
 is Ctrl-C: either must stop claiming, let running attempts settle within the
 grace period, and exit 0, so a deploy never turns finished work into a retry.
 A second signal, or an expired grace, exits at once and non-zero; whatever was
-still running keeps its row `running`, and the lease hands it to another runner.
+still running is released: back to the queue, due when its lease would have
+ended, the attempt on its record.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from datetime import datetime, timedelta
 
@@ -18,6 +20,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import JobSpec, enqueue
+from jobs.history import Outcome
 from jobs.models import Job
 from jobs.store import for_database
 from tests.acceptance import wait_for_attempt, wait_for_log
@@ -184,11 +187,14 @@ def test_a_second_stop_signal_exits_at_once_nonzero_and_leaves_the_row_running(r
     )
 
 
-def test_when_the_grace_period_runs_out_the_process_exits_nonzero_leaving_the_row_running(
+def test_when_the_grace_period_runs_out_the_process_exits_nonzero_releasing_the_row(
     runjobs,
 ):
-    """`--grace` bounds a deploy: a handler that outlasts it does not hold the process up."""
+    """`--grace` bounds a deploy: a handler that outlasts it does not hold the process up,
+    and its row goes back to the queue at its lease's end with the attempt on the record."""
     job, process = start_sleeping(runjobs, "long", 10, "--grace", "1")
+    job.refresh_from_db()
+    lease = job.lease_expires_at
 
     signalled = time.monotonic()
     os.kill(process.pid, signal.SIGTERM)
@@ -201,12 +207,18 @@ def test_when_the_grace_period_runs_out_the_process_exits_nonzero_leaving_the_ro
         f"the runner exits about 1 s (its grace) after the signal, not {took:.1f}s"
     )
     job.refresh_from_db()
-    assert job.state == "running", (
-        "the attempt still running when the grace ran out keeps its row running"
-    )
     assert Execution.objects.get(job_id=job.id).finished_at is None, (
         "the handler was still running when the process went"
     )
+    assert job.state == "queued", "the attempt still running when the grace ran out is released"
+    assert job.run_at == lease, "due when its lease would have ended, not sooner"
+    [released] = job.attempt_history
+    assert (released.attempt, released.outcome, released.runner) == (
+        1,
+        Outcome.RELEASED,
+        f"{socket.gethostname()}:{process.pid}",
+    ), "the attempt is on the record as released by the runner that stopped"
+    assert released.exception_class_path == "jobs.history.AttemptReleased"
 
 
 @pytest.mark.parametrize("grace", ["-1", "abc"])

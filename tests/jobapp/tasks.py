@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from typing import Any
 
 from django.tasks import TaskContext, task
@@ -50,3 +51,20 @@ def escape(how: str) -> None:
     if how == "exit":
         sys.exit(1)
     raise KeyboardInterrupt("a task interrupting itself")
+
+
+@task(takes_context=True)
+def fail_each(context: TaskContext[Any, Any]) -> None:
+    """Fails every attempt, saying which."""
+    raise ValueError(f"attempt {context.attempt} fails")
+
+
+#: Set by a test to let `wait_for_release` return.
+RELEASE = threading.Event()
+
+
+@task
+def wait_for_release() -> str:
+    """Runs until the test sets `RELEASE` (at most 10 s): an attempt a test can overrun."""
+    RELEASE.wait(10)
+    return "released"

@@ -22,7 +22,7 @@ from acmeproxy.benchmarks.bench import stage
 from acmeproxy.benchmarks.bench.measure import AS_MET, FAVOURABLE, Result, per_second
 from acmeproxy.benchmarks.bench.procfs import DatabaseCPU, ResidentMemory
 from acmeproxy.benchmarks.bench.runner import Runner, manage
-from acmeproxy.benchmarks.jobs import NOOP
+from acmeproxy.benchmarks.jobs import NOOP, RETRY_ONCE
 from jobs.models import Job
 
 #: The tuned config of the favourable drains, the second with `TUNED_LANES`
@@ -31,9 +31,9 @@ TUNED = {"max_concurrent": 64, "poll_interval_ms": 50}
 TUNED_LANES = 2
 
 
-def _busy_span(count: int) -> float | None:
+def _busy_span(count: int, kind: str = NOOP) -> float | None:
     """Seconds from the first job's start to the last one's finish, as the rows say."""
-    span = Job.objects.filter(kind=NOOP).aggregate(first=Min("started_at"), last=Max("finished_at"))
+    span = Job.objects.filter(kind=kind).aggregate(first=Min("started_at"), last=Max("finished_at"))
     if span["first"] is None or span["last"] is None:
         return None
     return float((span["last"] - span["first"]).total_seconds())
@@ -48,6 +48,7 @@ def into_running(
     group: str = AS_MET,
     analyzed: bool = False,
     keep: bool = False,
+    kind: str = NOOP,
 ) -> Result:
     """`count` payload jobs arrive at `runner`, idle; the rate from their commit
     until this process counts them all done. `analyzed`: ANALYZE inside the
@@ -57,12 +58,12 @@ def into_running(
     cpu_before = runner.cpu_seconds()
     with DatabaseCPU() as database:
         started = time.monotonic()
-        stage.backlog(NOOP, count, analyzed=analyzed)
+        stage.backlog(kind, count, analyzed=analyzed)
         committed = time.monotonic()
-        finished = runner.wait_until_done(NOOP, count)
+        finished = runner.wait_until_done(kind, count)
     cpu_after = runner.cpu_seconds()
     seconds = finished - committed
-    busy = _busy_span(count)
+    busy = _busy_span(count, kind)
     numbers: dict[str, Any] = {
         "jobs": count,
         "jobs_per_second": per_second(count, seconds),
@@ -87,6 +88,22 @@ def as_met(count: int) -> list[Result]:
         return [
             into_running(
                 runner, count, "drain.as_met", "drain, default config, runner already running"
+            )
+        ]
+
+
+def retrying(count: int) -> list[Result]:
+    """The as-met drain of jobs that each fail once and then succeed, retried
+    at once (`retry_base_seconds=0`): twice the attempts, and every first one
+    settled by a single-row retry that writes its attempt record's entry."""
+    with stage.config(retry_base_seconds=0, retry_max_seconds=0), Runner() as runner:
+        return [
+            into_running(
+                runner,
+                count,
+                "drain.retry_once",
+                "drain, every job retried once at once, runner already running",
+                kind=RETRY_ONCE,
             )
         ]
 

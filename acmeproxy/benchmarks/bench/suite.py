@@ -22,7 +22,7 @@ from acmeproxy.benchmarks.bench.measure import Check, Result, median_of, report_
 from acmeproxy.benchmarks.bench.ratios import checks, ratio_lines
 
 #: Every part, in the order they run; `benchjobs --part NAME` picks some.
-PARTS = ("drain", "debug", "cold", "load", "latency", "enqueue", "ceiling", "scale")
+PARTS = ("drain", "retry", "debug", "cold", "load", "latency", "enqueue", "ceiling", "scale")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ def _as_met(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
     n, e = sizes.jobs, sizes.enqueues
     return {
         "drain": lambda: drains.as_met(n),
+        "retry": lambda: drains.retrying(n),
         "debug": lambda: drains.debug_pair(n),
         "cold": lambda: drains.cold(n),
         "load": lambda: load.quiet_and_loaded(n, sizes.pgbench_scale),
@@ -97,7 +98,7 @@ def _favourable(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
 
 
 #: Parts whose figures are rates worth repeating for a median.
-REPEATED = ("drain", "debug", "enqueue")
+REPEATED = ("drain", "retry", "debug", "enqueue")
 
 
 def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = print) -> Report:
