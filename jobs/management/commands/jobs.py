@@ -15,7 +15,8 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli, cli_arguments, log
+from jobs import cli, cli_arguments, cli_show, cli_stats, log
+from jobs.cli_text import terminal_safe
 from jobs.drivers import missing_driver
 
 EXIT_STATUS = """\
@@ -60,9 +61,17 @@ class Command(BaseCommand):
         _list_arguments(_verb(verbs, "list", "List jobs, newest first, one line each."))
 
         show = _verb(
-            verbs, "show", "Every field of one job, the payload as JSON, last_error in full."
+            verbs,
+            "show",
+            "Every field of one job, the payload as JSON, last_error in full, who holds it, "
+            "and its attempt history (newest first, tracebacks in full).",
         )
         show.add_argument("id", type=cli_arguments.job_id, metavar="ID", help=ID_HELP)
+        show.add_argument(
+            "--json",
+            action="store_true",
+            help="Print the job as JSON, for scripts: every field, errors as its entries.",
+        )
 
         retry = _verb(
             verbs,
@@ -130,7 +139,7 @@ class Command(BaseCommand):
         def write(text: str) -> None:
             # One line per write, whatever a field held: a newline in a key
             # must not print a line that reads as another job's row.
-            self.stdout.write(cli.terminal_safe(text))
+            self.stdout.write(terminal_safe(text))
 
         if verb == "list":
             status = cli.list_jobs(
@@ -143,7 +152,7 @@ class Command(BaseCommand):
                 using=using,
             )
         elif verb == "show":
-            status = cli.show_job(write, options["id"], using=using)
+            status = cli_show.show_job(write, options["id"], as_json=options["json"], using=using)
         elif verb == "retry":
             status = cli.retry_jobs(write, options["ids"], using=using)
         elif verb == "cancel":
@@ -162,7 +171,7 @@ class Command(BaseCommand):
                 using=using,
             )
         else:
-            status = cli.print_stats(write, as_json=options["json"], using=using)
+            status = cli_stats.print_stats(write, as_json=options["json"], using=using)
         return status
 
 
