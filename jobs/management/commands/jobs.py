@@ -110,7 +110,10 @@ class Command(BaseCommand):
         )
 
         stats = _verb(
-            verbs, "stats", "The dashboard's numbers: counts, lag, recent settles, runners."
+            verbs,
+            "stats",
+            "The dashboard's numbers: counts (running split into healthy and stuck), lag, "
+            "ready jobs no live runner handles, recent settles (per kind), runners.",
         )
         stats.add_argument(
             "--json", action="store_true", help="Print the numbers as JSON, for scripts."
