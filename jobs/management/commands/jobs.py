@@ -60,17 +60,13 @@ class Command(BaseCommand):
 
         _list_arguments(_verb(verbs, "list", "List jobs, newest first, one line each."))
 
-        show = _verb(
-            verbs,
-            "show",
-            "Every field of one job, the payload as JSON, last_error in full, who holds it, "
-            "and its attempt history (newest first, tracebacks in full).",
-        )
-        show.add_argument("id", type=cli_arguments.job_id, metavar="ID", help=ID_HELP)
-        show.add_argument(
-            "--json",
-            action="store_true",
-            help="Print the job as JSON, for scripts: every field, errors as its entries.",
+        _show_arguments(
+            _verb(
+                verbs,
+                "show",
+                "Every field of one job, the payload as JSON, last_error in full, who holds it, "
+                "and its attempt history (newest first, tracebacks in full).",
+            )
         )
 
         retry = _verb(
@@ -217,6 +213,16 @@ def _list_arguments(listing: ArgumentParser) -> None:
         type=cli_arguments.limit,
         default=cli.DEFAULT_LIMIT,
         help=f"Show at most this many, {low} to {high:,} (default {cli.DEFAULT_LIMIT}).",
+    )
+
+
+def _show_arguments(show: ArgumentParser) -> None:
+    """`show`'s id, and JSON for scripts."""
+    show.add_argument("id", type=cli_arguments.job_id, metavar="ID", help=ID_HELP)
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the job as JSON, for scripts: every field, errors as its entries.",
     )
 
 
