@@ -139,3 +139,10 @@ def late(job: Scheduled, now: datetime) -> bool:
 def indented_json(value: object) -> str:
     """A payload or result as JSON for reading: indented, keys sorted, any script as written."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def attempts_not_done(count: int, kept: int) -> str:
+    """The attempt record's heading: how many attempts did not end done, and,
+    when older entries were dropped, how many of them are kept."""
+    said = "1 attempt did not end done" if count == 1 else f"{count} attempts did not end done"
+    return said if count <= kept else f"{said}; the last {kept} are kept"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from jobs import presentation
 from jobs.models import State
-from jobs.presentation import duration, late, next_run, relative, telling_line
+from jobs.presentation import attempts_not_done, duration, late, next_run, relative, telling_line
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 TRACEBACK = 'Traceback (most recent call last):\n  File "x.py", line 1\n    ValueError: boom  \n'
@@ -96,3 +96,9 @@ def test_a_settled_jobs_next_run_is_when_it_finished_in_a_shell_and_nothing_at_a
     assert next_run(done, NOW) == "finished 10m ago"
     assert next_run(done, NOW, glance=True) == presentation.NOTHING
     assert not late(done, NOW)
+
+
+def test_the_attempt_records_heading_counts_every_attempt_and_says_how_many_are_kept():
+    assert attempts_not_done(1, 1) == "1 attempt did not end done"
+    assert attempts_not_done(5, 5) == "5 attempts did not end done"
+    assert attempts_not_done(25, 20) == "25 attempts did not end done; the last 20 are kept"

@@ -15,7 +15,8 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli, cli_arguments, log
+from jobs import cli, cli_arguments, cli_show, cli_stats, log
+from jobs.cli_text import terminal_safe
 from jobs.drivers import missing_driver
 
 EXIT_STATUS = """\
@@ -59,10 +60,14 @@ class Command(BaseCommand):
 
         _list_arguments(_verb(verbs, "list", "List jobs, newest first, one line each."))
 
-        show = _verb(
-            verbs, "show", "Every field of one job, the payload as JSON, last_error in full."
+        _show_arguments(
+            _verb(
+                verbs,
+                "show",
+                "Every field of one job, the payload as JSON, last_error in full, who holds it, "
+                "and its attempt history (newest first, tracebacks in full).",
+            )
         )
-        show.add_argument("id", type=cli_arguments.job_id, metavar="ID", help=ID_HELP)
 
         retry = _verb(
             verbs,
@@ -101,7 +106,10 @@ class Command(BaseCommand):
         )
 
         stats = _verb(
-            verbs, "stats", "The dashboard's numbers: counts, lag, recent settles, runners."
+            verbs,
+            "stats",
+            "The dashboard's numbers: counts (running split into healthy and stuck), lag, "
+            "ready jobs no live runner handles, recent settles (per kind), runners.",
         )
         stats.add_argument(
             "--json", action="store_true", help="Print the numbers as JSON, for scripts."
@@ -130,7 +138,7 @@ class Command(BaseCommand):
         def write(text: str) -> None:
             # One line per write, whatever a field held: a newline in a key
             # must not print a line that reads as another job's row.
-            self.stdout.write(cli.terminal_safe(text))
+            self.stdout.write(terminal_safe(text))
 
         if verb == "list":
             status = cli.list_jobs(
@@ -143,7 +151,7 @@ class Command(BaseCommand):
                 using=using,
             )
         elif verb == "show":
-            status = cli.show_job(write, options["id"], using=using)
+            status = cli_show.show_job(write, options["id"], as_json=options["json"], using=using)
         elif verb == "retry":
             status = cli.retry_jobs(write, options["ids"], using=using)
         elif verb == "cancel":
@@ -162,7 +170,7 @@ class Command(BaseCommand):
                 using=using,
             )
         else:
-            status = cli.print_stats(write, as_json=options["json"], using=using)
+            status = cli_stats.print_stats(write, as_json=options["json"], using=using)
         return status
 
 
@@ -205,6 +213,16 @@ def _list_arguments(listing: ArgumentParser) -> None:
         type=cli_arguments.limit,
         default=cli.DEFAULT_LIMIT,
         help=f"Show at most this many, {low} to {high:,} (default {cli.DEFAULT_LIMIT}).",
+    )
+
+
+def _show_arguments(show: ArgumentParser) -> None:
+    """`show`'s id, and JSON for scripts."""
+    show.add_argument("id", type=cli_arguments.job_id, metavar="ID", help=ID_HELP)
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the job as JSON, for scripts: every field, errors as its entries.",
     )
 
 

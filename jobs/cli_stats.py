@@ -1,0 +1,139 @@
+"""`manage.py jobs stats`: the dashboard's numbers as text, or as JSON for scripts.
+
+Its own module because the numbers have grown past a table of counts: the
+running jobs split into those a live runner holds and those nobody is
+working on (`jobs.holding`), the lag counted only over kinds a live runner
+handles, with the ready jobs no live runner handles apart (adding runners of
+today's deploy would not shorten their wait), and each kind's settles of the
+last hour. The figures are `jobs.stats.collect`'s; this module only words them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS
+
+from jobs import cli
+from jobs.cli_text import Write, table
+from jobs.holding import LEASE_EXPIRED, RUNNER_GONE
+from jobs.models import LIVE_STATES, State
+from jobs.presentation import duration, relative
+from jobs.stats import Stats, collect, kinds_without_runner
+
+
+def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_ALIAS) -> int:
+    """The dashboard's numbers as text, or `stats_json` for scripts."""
+    stats = collect(using=using)
+    if as_json:
+        # One write per line: `write` keeps each on one line. JSON escapes
+        # a newline within a string, so each "\n" left ends a line.
+        for line in json.dumps(stats_json(stats), indent=2, sort_keys=True).split("\n"):
+            write(line)
+        return cli.OK
+    for line in stats_lines(stats, kinds_without_runner(using=using, now=stats.now)):
+        write(line)
+    return cli.OK
+
+
+def stats_json(stats: Stats) -> dict[str, Any]:
+    """`Stats.as_json()`, and `healthy_running`, which it computes rather than stores."""
+    return {**stats.as_json(), "healthy_running": stats.healthy_running}
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{state} {n}" for state, n in counts.items())
+
+
+def _jobs(n: int) -> str:
+    return "1 job" if n == 1 else f"{n} jobs"
+
+
+def stats_lines(stats: Stats, unhandled: Sequence[str] = ()) -> list[str]:
+    """The dashboard, as lines of text."""
+    lines = [f"Jobs at {stats.now.isoformat(timespec='seconds')}"]
+    lines += state_lines(stats)
+    lines += wait_lines(stats)
+    lines.append(f"Settled in the last 5 minutes: {_counts(stats.last_5_minutes)}")
+    lines.append(f"Settled in the last hour:      {_counts(stats.last_hour)}")
+    lines += kind_lines(stats)
+    lines += runner_lines(stats)
+    if unhandled:
+        lines.append(f"Live kinds no live runner handles: {', '.join(unhandled)}")
+    return lines
+
+
+def state_lines(stats: Stats) -> list[str]:
+    """A count per state; the running split into healthy and stuck when any is stuck."""
+    width = max(len(state) for state in stats.by_state)
+    number = max(len(str(n)) for n in stats.by_state.values())
+    lines = []
+    for state, n in stats.by_state.items():
+        note = " (estimated)" if stats.estimated and state not in LIVE_STATES else ""
+        if state == State.RUNNING and stats.stuck:
+            note = (
+                f" ({stats.healthy_running} healthy, {stats.stuck} stuck: "
+                f"{RUNNER_GONE} or {LEASE_EXPIRED})"
+            )
+        lines.append(f"  {state.ljust(width)}  {str(n).rjust(number)}{note}")
+    return lines
+
+
+def wait_lines(stats: Stats) -> list[str]:
+    """The lag over the kinds live runners handle, and the ready jobs no live runner handles."""
+    lines = [
+        f"Lag: {duration(stats.lag_seconds)} "
+        "(how long the oldest ready job a live runner handles has waited)"
+        if stats.lag_seconds
+        else "Lag: none (no ready job a live runner handles is waiting)"
+    ]
+    if stats.unhandled:
+        lines.append(
+            f"No live handler: {_jobs(stats.unhandled)}, "
+            f"oldest waiting {duration(stats.unhandled_wait_seconds)} "
+            "(ready, of kinds no live runner handles)"
+        )
+    return lines
+
+
+def kind_lines(stats: Stats) -> list[str]:
+    """Live jobs, the last hour's done and failed, and the slowest kinds, per kind."""
+    lines = []
+    if stats.live_by_kind:
+        lines.append("Live jobs by kind:")
+        rows = [[kind, _counts(counts)] for kind, counts in sorted(stats.live_by_kind.items())]
+        lines += [f"  {line}" for line in table(rows)]
+    if stats.kinds_last_hour:
+        lines.append("Done and failed in the last hour, by kind:")
+        rows = [
+            [kind, f"done {counts.get('done', 0)}", f"failed {counts.get('failed', 0)}"]
+            for kind, counts in sorted(stats.kinds_last_hour.items())
+        ]
+        lines += [f"  {line}" for line in table(rows)]
+    if stats.slowest_kinds:
+        lines.append("Slowest kinds (mean attempt over the last hour):")
+        rows = [
+            [k["kind"], f"{k['mean_seconds']:.3f} s", f"over {k['count']} jobs"]
+            for k in stats.slowest_kinds
+        ]
+        lines += [f"  {line}" for line in table(rows)]
+    return lines
+
+
+def runner_lines(stats: Stats) -> list[str]:
+    """Each runner by its name (as `Job.claimed_by` holds it), its load, heartbeat and kinds."""
+    if not stats.runners:
+        return ["Runners: none (no `runjobs` process has reported itself)"]
+    rows = [
+        [
+            r.name,
+            r.version,
+            f"running {r.running}/{r.max_concurrent}",
+            f"heartbeat {relative(r.heartbeat_at, stats.now)}",
+            ("GONE " if r.gone else "") + f"kinds: {', '.join(r.kinds) or '-'}",
+        ]
+        for r in stats.runners
+    ]
+    return ["Runners:", *(f"  {line}" for line in table(rows))]

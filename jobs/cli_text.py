@@ -1,0 +1,62 @@
+"""Text for the operator's terminal: every field on one line, shown rather than obeyed,
+and rows in aligned columns.
+
+Shared by every verb of `manage.py jobs` (`jobs.cli`, `jobs.cli_show`,
+`jobs.cli_stats`), so that what a row holds is escaped in one place, and a
+fix to it reaches every screen. Pure functions: no database, no clock.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+
+from jobs.presentation import telling_line
+
+#: Where a verb writes its lines (the command's `self.stdout.write`).
+Write = Callable[[str], None]
+
+
+#: The Unicode categories `terminal_safe` escapes: controls (newline and tab
+#: among them), format characters (a right-to-left override), lone surrogates
+#: (which no terminal encoding can write) and the line and paragraph separators.
+UNSAFE = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
+
+
+def terminal_safe(text: str) -> str:
+    """`text` on one line, with every character a terminal would obey written as its escape.
+
+    Kinds, keys, payloads and errors come from callers, handlers and upstream
+    services; printed raw, an escape sequence in one (`\\x1b[2J`, a carriage
+    return, a right-to-left override) would be obeyed by the operator's
+    terminal instead of shown, and a newline would start a line that reads
+    as another job's row. Printable text, in any script, is kept as written.
+    """
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) in UNSAFE
+        else char
+        for char in text
+    )
+
+
+#: `list` shows this much of the telling line of `last_error`; `show` has it all.
+ERROR_WIDTH = 80
+
+
+def error_line(text: str, width: int = ERROR_WIDTH) -> str:
+    """The telling line of `last_error` (`jobs.presentation.telling_line`), cut to `width`."""
+    line = terminal_safe(telling_line(text))
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def table(cells: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as lines with aligned columns, each cell `terminal_safe`; the last column is
+    left ragged."""
+    rows = [[terminal_safe(cell) for cell in row] for row in cells]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        padded = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return lines
