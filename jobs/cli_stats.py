@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 
@@ -25,22 +24,17 @@ from jobs.stats import Stats, collect, kinds_without_runner
 
 
 def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_ALIAS) -> int:
-    """The dashboard's numbers as text, or `stats_json` for scripts."""
+    """The dashboard's numbers as text, or `Stats.as_json` for scripts."""
     stats = collect(using=using)
     if as_json:
         # One write per line: `write` keeps each on one line. JSON escapes
         # a newline within a string, so each "\n" left ends a line.
-        for line in json.dumps(stats_json(stats), indent=2, sort_keys=True).split("\n"):
+        for line in json.dumps(stats.as_json(), indent=2, sort_keys=True).split("\n"):
             write(line)
         return cli.OK
     for line in stats_lines(stats, kinds_without_runner(using=using, now=stats.now)):
         write(line)
     return cli.OK
-
-
-def stats_json(stats: Stats) -> dict[str, Any]:
-    """`Stats.as_json()`, and `healthy_running`, which it computes rather than stores."""
-    return {**stats.as_json(), "healthy_running": stats.healthy_running}
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -81,6 +81,7 @@ class Stats:
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["healthy_running"] = self.healthy_running
         data["throughput"] = [
             {"minute": m.isoformat(), "done": d, "failed": f} for m, d, f in self.throughput
         ]
