@@ -11,9 +11,11 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
+from django.db.models import DateTimeField, Field
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -21,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 import jobs.admin.large_table
+from jobs import history
 from jobs.models import Job, State
 from jobs.store import for_database
 from tests.factories import RECORDED, make_job
@@ -258,19 +261,68 @@ def test_the_detail_shows_the_whole_last_error_in_a_monospace_block(admin_client
     )
 
 
+#: The model's fields the job page shows through a display method of its own.
+SHOWN_AS = {
+    "payload": "payload_json",
+    "last_error": "last_error_text",
+    "state": "state_badge",
+    "result": "result_json",
+    "errors": "attempt_history_table",
+    "claimed_by": "claimed_by_holder",
+}
+
+
+def shown_as(field: Field[Any, Any]) -> str:
+    """The name of the row (its `field-<name>` class) that shows `field` on a job's page:
+    every time is shown to the second by its `<name>_shown` method."""
+    if isinstance(field, DateTimeField):
+        return f"{field.name}_shown"
+    return SHOWN_AS.get(field.name, field.name)
+
+
 def test_the_detail_shows_every_field(admin_client):
     job = make_job("k", state=State.RUNNING, deadline=timezone.now() + timedelta(days=1))
     page = detail(admin_client, job)
     for field in Job._meta.concrete_fields:
         if field.generated:
             continue  # `live` is the database's copy of the state, which is shown
-        shown = "payload_json" if field.name == "payload" else field.name
-        shown = "last_error_text" if field.name == "last_error" else shown
-        shown = "state_badge" if field.name == "state" else shown
-        shown = "result_json" if field.name == "result" else shown
-        shown = "attempt_history_table" if field.name == "errors" else shown
-        shown = "claimed_by_holder" if field.name == "claimed_by" else shown
-        assert f'class="field-{shown}"' in page, f"the detail shows {field.name}"
+        assert f'class="field-{shown_as(field)}"' in page, f"the detail shows {field.name}"
+
+
+def field_row(page: str, name: str) -> str:
+    """The job page's row for the display named `name`."""
+    return next(row for row in rows(page) if f'class="field-{name}"' in row)
+
+
+def test_the_job_page_shows_every_time_to_the_second_with_the_zone(admin_client, settings):
+    settings.TIME_ZONE = "Asia/Tokyo"
+    base = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    times: dict[str, Any] = {
+        field.name: base + timedelta(minutes=n, seconds=n)
+        for n, field in enumerate(Job._meta.concrete_fields)
+        if isinstance(field, DateTimeField)
+    }
+    job = make_job("k", state=State.RUNNING, **times)
+    Job.objects.filter(id=job.id).update(**times)  # created_at and updated_at as given
+    entry = history.record(
+        attempt=1,
+        started_at=base - timedelta(hours=1, seconds=13),
+        ended_at=base - timedelta(minutes=59, seconds=1),
+        runner="host:1",
+        outcome=history.Outcome.RETRY,
+        error="503",
+    )
+    Job.objects.filter(id=job.id).update(errors=history.appended([], entry))
+    page = detail(admin_client, job)
+    for name, moment in times.items():
+        local = f"{moment.astimezone(ZoneInfo('Asia/Tokyo')):%Y-%m-%d %H:%M:%S} JST"
+        assert f"<td>{local}" in field_row(page, f"{name}_shown"), f"{name} reads {local}"
+    table = page.split('class="jobs-history"')[1]
+    assert "<td>2026-03-04 13:05:54 JST</td>" in table, (
+        "the attempt's start is to the second, in the site's zone"
+    )
+    assert "<td>2026-03-04 13:07:06 JST</td>" in table, "so is its end"
+    assert not re.search(r"\d [ap]\.m\.", page), "no time is left in Django's own format"
 
 
 def test_a_payload_key_and_error_holding_markup_render_as_text(admin_client):
