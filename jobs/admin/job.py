@@ -154,7 +154,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
             lease = job.lease_expires_at
             title = f"{job.claimed_by} has stopped reporting"
             if lease is not None:
-                title += f"; its lease ends {stamp(lease)}"
+                title += f"; another runner may take it over from {stamp(lease)}"
             return format_html('<span title="{}">{}</span>', title, badge(RUNNER_GONE, "gone"))
         css = "jobs-when jobs-late" if presentation.late(job, now) else "jobs-when"
         when = job.run_at if job.state == State.QUEUED else job.lease_expires_at

@@ -93,6 +93,49 @@ def test_the_list_says_when_each_job_runs_next_in_relative_words(admin_client):
     assert ">—<" in row_of(page, "settled"), "a settled job never runs again"
 
 
+def test_a_running_job_whose_runner_is_gone_shows_runner_gone_at_once_in_the_next_run_column(
+    admin_client,
+):
+    gone = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=1))
+    live = make_runner("live-host", ["a"])
+    make_job("orphan", state=State.RUNNING, claimed_by=gone.name)
+    make_job("held", state=State.RUNNING, claimed_by=live.name)
+    page = changelist(admin_client)
+    orphan = row_of(page, "orphan")
+    assert 'jobs-badge-gone">runner gone<' in orphan, "its runner stopped reporting: said at once"
+    assert ">lease ends" not in orphan, "not a lease that still reads as healthy"
+    assert re.search(r">lease ends in \d min<", row_of(page, "held")), (
+        "a live runner's job shows its lease"
+    )
+
+
+def test_the_list_shows_which_runner_claimed_each_job(admin_client):
+    runner = make_runner("worker-7", ["a"])
+    make_job("held", state=State.RUNNING, claimed_by=runner.name)
+    make_job("waiting")
+    page = changelist(admin_client)
+    assert re.search(rf'class="field-claimed_by">{runner.name}<', row_of(page, "held"))
+    assert 'class="field-claimed_by">—<' in row_of(page, "waiting"), "an unclaimed job: a dash"
+
+
+def runner_reads(client: Client) -> int:
+    """How many times drawing the job list asked which runners are live."""
+    with CaptureQueriesContext(connection) as queries:
+        changelist(client)
+    return sum(
+        1 for q in queries if "jobs_runnerprocess" in q["sql"] and "heartbeat_at" in q["sql"]
+    )
+
+
+def test_the_list_reads_the_runners_once_per_page_not_once_per_row(admin_client):
+    runner = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=1))
+    make_job("first", state=State.RUNNING, claimed_by=runner.name)
+    assert runner_reads(admin_client) == 1
+    for n in range(5):
+        make_job(f"more-{n}", state=State.RUNNING, claimed_by=runner.name)
+    assert runner_reads(admin_client) == 1, "six running rows, still one read of the runners"
+
+
 def test_the_list_shows_the_line_of_the_error_that_says_what_happened(admin_client):
     make_job("reason", state=State.FAILED, last_error="HTTP 503 from upstream\nbody: try later")
     make_job(
@@ -183,6 +226,22 @@ def test_the_lease_expired_filter_shows_only_running_jobs_whose_lease_ran_out(ad
     make_job("fresh", state=State.RUNNING, lease_expires_at=now + timedelta(minutes=5))
     make_job("queued", run_at=now - timedelta(hours=1))
     assert listed_keys(changelist(admin_client, lease="expired")) == {"stale"}
+
+
+def test_the_stuck_filter_shows_running_jobs_whose_runner_is_gone_or_lease_expired(
+    admin_client,
+):
+    now = timezone.now()
+    gone = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=1))
+    live = make_runner("live-host", ["a"])
+    make_job("orphan", state=State.RUNNING, claimed_by=gone.name)
+    make_job("expired", state=State.RUNNING, claimed_by=live.name, lease_expires_at=now)
+    make_job("held", state=State.RUNNING, claimed_by=live.name)
+    make_job("queued", run_at=now - timedelta(hours=1))
+    make_job("settled", state=State.FAILED, claimed_by=gone.name)
+    page = changelist(admin_client, stuck="yes")
+    assert listed_keys(page) == {"orphan", "expired"}
+    assert "stuck: runner gone or lease expired" in changelist(admin_client), "offered by name"
 
 
 def test_the_waiting_for_a_handler_filter_shows_live_jobs_no_live_runner_can_run(admin_client):
