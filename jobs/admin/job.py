@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from jobs import job_ids, operations, presentation
+from jobs.admin import confirm
 from jobs.admin.dashboard import dashboard_page
 from jobs.admin.display import badge, stamp
 from jobs.admin.filters import (
@@ -214,10 +215,15 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         self._report(request, "Retry", report, "queued again with a fresh attempt budget")
 
     @admin.action(description="Cancel", permissions=["change"], location=EVERYWHERE)
-    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        """Queued or running jobs are retired as cancelled; each handler's abandon runs once."""
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        """Queued or running jobs are retired as cancelled; each handler's abandon runs once.
+
+        Asked first (`jobs.admin.confirm`): only the confirmation's POST writes."""
+        if not confirm.confirmed(request):
+            return confirm.confirmation_page(self, request, queryset, confirm.CANCEL)
         report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
         self._report(request, "Cancel", report, "cancelled")
+        return None
 
     def _report(self, request: HttpRequest, action: str, report: Report, done: str) -> None:
         if report.touched:

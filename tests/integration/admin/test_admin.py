@@ -27,7 +27,7 @@ from jobs import history
 from jobs.models import Job, State
 from jobs.store import for_database
 from tests.factories import RECORDED, make_job
-from tests.integration.admin.support import changelist, make_runner, rows
+from tests.integration.admin.support import act, changelist, make_runner, messages_of, rows
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db
@@ -46,19 +46,6 @@ def row_of(page: str, key: str) -> str:
         if '<th class="field-key"><a' in row and f">{escape(key)}</a>" in row:
             return row
     raise AssertionError(f"no row for {key!r} in the list")
-
-
-def act(client: Client, action: str, *rows: Job) -> Any:
-    """POST an action for `rows` to the changelist, as the action bar does, and follow."""
-    return client.post(
-        reverse("admin:jobs_job_changelist"),
-        {"action": action, "_selected_action": [str(row.id) for row in rows], "index": 0},
-        follow=True,
-    )
-
-
-def messages_of(response: Any) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def reload(job: Job) -> Job:
@@ -456,7 +443,7 @@ def test_retry_is_refused_while_a_live_job_holds_the_identity(admin_client):
 
 def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin_client):
     queued = make_job("k")
-    response = act(admin_client, "cancel", queued)
+    response = act(admin_client, "cancel", queued, post="yes")
     row = reload(queued)
     assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
     assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
@@ -464,7 +451,7 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin
     )
     assert messages_of(response) == ["Cancel: 1 job cancelled."]
 
-    again = act(admin_client, "cancel", queued)
+    again = act(admin_client, "cancel", queued, post="yes")
     assert Abandonment.objects.count() == 1, "cancelling again does not abandon again"
     assert messages_of(again) == [
         "Cancel: skipped 1 job, nothing written for it: cancelled, not queued or running (1)."
@@ -475,7 +462,7 @@ def test_cancel_of_a_running_job_makes_its_late_settle_lose(admin_client):
     make_job("k", run_at=timezone.now() - timedelta(seconds=1))
     store = for_database()
     [claim] = store.claim(timezone.now(), {RECORDED: timedelta(minutes=5)}, 1)
-    act(admin_client, "cancel", claim.job)
+    act(admin_client, "cancel", claim.job, post="yes")
     assert store.complete(claim.job, timezone.now()) is False, (
         "the attempt that was running no longer owns the row"
     )
@@ -496,7 +483,8 @@ def test_actions_work_from_a_jobs_own_page_and_return_there(admin_client):
     url = reverse("admin:jobs_job_change", args=[queued.id])
     assert 'value="cancel"' in detail(admin_client, queued), "the page offers the actions"
     response = admin_client.post(
-        url, {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)], "index": 0}
+        url,
+        {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)], "post": "yes"},
     )
     assert response.status_code == 302
     assert response["Location"] == url, "the operator is taken back to the job's page"
