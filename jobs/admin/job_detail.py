@@ -45,12 +45,14 @@ def shown(name: str) -> str:
     return f"{name}_shown"
 
 
-def _time(name: str) -> Callable[[Any, Job], str]:
+def _time(name: str) -> Callable[[Any, Job], SafeString]:
     label = str(getattr(Job._meta.get_field(name), "verbose_name", name))
 
     @admin.display(description=label, ordering=name)
-    def show(self: Any, job: Job) -> str:
-        return stamp_or_nothing(getattr(job, name))
+    def show(self: Any, job: Job) -> SafeString:
+        return format_html(
+            '<span class="jobs-stamp">{}</span>', stamp_or_nothing(getattr(job, name))
+        )
 
     show.__name__ = shown(name)
     return show

@@ -362,7 +362,7 @@ def test_the_job_page_shows_every_time_to_the_second_with_the_zone(admin_client,
     page = detail(admin_client, job)
     for name, moment in times.items():
         local = f"{moment.astimezone(ZoneInfo('Asia/Tokyo')):%Y-%m-%d %H:%M:%S} JST"
-        assert f"<td>{local}" in field_row(page, f"{name}_shown"), f"{name} reads {local}"
+        assert f">{local}<" in field_row(page, f"{name}_shown"), f"{name} reads {local}"
     table = page.split('class="jobs-history"')[1]
     assert "<td>2026-03-04 13:05:54 JST</td>" in table, (
         "the attempt's start is to the second, in the site's zone"
