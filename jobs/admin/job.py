@@ -1,12 +1,15 @@
 """The job list and a job's page: find what is wrong, then act on it.
 
 The list says at a glance what each job is waiting for (its next run, late
-ones marked), what went wrong (an error's telling line) and how many attempts
-it has spent; it stays fast on a million rows (`jobs.admin.large_table`,
-`jobs.admin.filters`). A job's page is read-only for everyone. Its state
-changes only through three actions, Run now, Retry and Cancel, which go
-through `jobs.operations`, so identity, attempts and fencing stay the
-store's business: nothing here writes a job row itself.
+ones marked, a running job whose runner is gone said at once), who claimed
+it, what went wrong (an error's telling line) and how many attempts it has
+spent; it stays fast on a million rows (`jobs.admin.large_table`,
+`jobs.admin.filters`) and asks once per page which runners are live. A job's
+page (`jobs.admin.job_detail`) is read-only for everyone. Its state changes
+only through three actions, Run now, Retry and Cancel, which go through
+`jobs.operations`, so identity, attempts and fencing stay the store's
+business: nothing here writes a job row itself. Cancel, which retires work,
+asks first (`jobs.admin.confirm`).
 """
 
 from __future__ import annotations
