@@ -347,7 +347,8 @@ def crowded_queue(now: datetime) -> None:
 def test_the_job_list_dashboard_and_runners_page_fit_1280_and_1440_without_clipping(
     live_server, transactional_db
 ):
-    """No column clipped and no sideways scrolling, with long keys, errors and names."""
+    """No column clipped and no sideways scrolling, with long keys, errors and names:
+    the job list, the dashboard, the runners page and Cancel's confirmation."""
     User.objects.create_superuser("ops", "ops@example.com", "a-long-password")
     crowded_queue(timezone.now())
     pages = {
@@ -363,6 +364,12 @@ def test_the_job_list_dashboard_and_runners_page_fit_1280_and_1440_without_clipp
             for name, path in pages.items():
                 page.goto(live_server.url + path)
                 found[(name, width)] = page.evaluate(OVERFLOW)
+            page.goto(live_server.url + pages["job list"])
+            page.check("#action-toggle")
+            page.select_option("select[name=action]", "cancel")
+            page.click(".actions button[name=index]")
+            page.locator(".jobs-confirm-skip").wait_for()
+            found[("cancel confirmation", width)] = page.evaluate(OVERFLOW)
         page.goto(live_server.url + pages["dashboard"])
         badge = page.locator("#content .jobs-badge-waiting")
         assert badge.inner_text() == "no live runner", "the handler badge reads in full"

@@ -157,3 +157,12 @@ def test_a_cancel_that_would_touch_nothing_offers_no_yes(admin_client):
     assert "Nothing to cancel" in page
     assert 'value="Yes, cancel"' not in page, "nothing to confirm"
     assert ">d-1</td>" in section(page, "skip")
+
+
+def test_the_confirmation_shows_a_key_holding_markup_as_text(admin_client):
+    job = make_job("<script>alert(1)</script>")
+    page = ask(
+        admin_client, reverse(CHANGELIST), action="cancel", index=0, _selected_action=[job.id]
+    )
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section(page, "touch")
+    assert "<script>alert" not in page
