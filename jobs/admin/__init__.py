@@ -3,9 +3,11 @@
 - Jobs (`job`): a list that stays fast on a million rows (newest first from the
   `created_at` index, no full COUNT per page view on PostgreSQL, no filter or
   date drill-down that scans history to list its choices: `large_table`,
-  `filters`), a read-only detail, and three actions (run now, retry, cancel)
-  that go through `jobs.operations`, so identity, attempts and fencing stay
-  the store's business. Nothing here writes a job row itself.
+  `filters`), a read-only detail with every time to the second and the
+  attempt record (`job_detail`, `attempts`), and three actions (run now,
+  retry, cancel) that go through `jobs.operations`, so identity, attempts and
+  fencing stay the store's business; cancel asks first (`confirm`). Nothing
+  here writes a job row itself.
 - Runners (`runners`): who is running right now, and who has gone silent.
 - The dashboard (`dashboard`): the queue's numbers from `jobs.stats`, one page,
   no JavaScript.

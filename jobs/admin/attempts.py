@@ -13,10 +13,10 @@ from datetime import datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.admin.display import badge, stamp
+from jobs.admin.display import badge, stamp_or_nothing
 from jobs.holding import Holders
 from jobs.models import Job
-from jobs.presentation import NOTHING, duration
+from jobs.presentation import NOTHING, attempts_not_done, duration
 
 #: An outcome's badge colour, from the state colours it resembles.
 _TONES = {
@@ -36,13 +36,15 @@ def history_table(job: Job) -> SafeString | str:
         return NOTHING
     rows = format_html_join(
         "\n",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>",
         (
             (
                 entry.number,
                 NOTHING if entry.attempt is None else entry.attempt,
                 badge(entry.outcome.replace("_", " "), _TONES.get(entry.outcome, "cancelled")),
-                stamp(entry.started_at) if entry.started_at else NOTHING,
+                stamp_or_nothing(entry.started_at),
+                stamp_or_nothing(entry.ended_at),
                 _took(entry.started_at, entry.ended_at),
                 entry.runner or NOTHING,
                 _error(entry.error, entry.exception_class_path, entry.traceback),
@@ -50,14 +52,12 @@ def history_table(job: Job) -> SafeString | str:
             for entry in reversed(entries)
         ),
     )
-    count = job.error_count
-    caption = "1 attempt did not end done" if count == 1 else f"{count} attempts did not end done"
-    if count > len(entries):
-        caption += f"; the last {len(entries)} are kept"
+    caption = attempts_not_done(job.error_count, len(entries))
     return format_html(
         '<table class="jobs-history"><caption>{}</caption><thead><tr>'
         '<th scope="col">#</th><th scope="col">attempt</th><th scope="col">outcome</th>'
-        '<th scope="col">started</th><th scope="col">took</th><th scope="col">runner</th>'
+        '<th scope="col">started</th><th scope="col">ended</th><th scope="col">took</th>'
+        '<th scope="col">runner</th>'
         '<th scope="col">error</th></tr></thead><tbody>{}</tbody></table>',
         caption,
         rows,

@@ -9,7 +9,6 @@ No JavaScript: the page reloads itself. It is served at the job list's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -22,7 +21,7 @@ from django.utils import timezone
 
 from jobs.models import Job, State
 from jobs.presentation import duration, relative
-from jobs.stats import Stats, collect, kinds_without_runner
+from jobs.stats import Stats, collect
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -40,15 +39,14 @@ def dashboard_page(model_admin: ModelAdmin[Job], request: HttpRequest) -> HttpRe
         "opts": model_admin.opts,
         "stats": stats,
         "now": now,
-        **dashboard_context(stats, kinds_without_runner(now=now)),
+        **dashboard_context(stats),
     }
     return TemplateResponse(request, "admin/jobs/dashboard.html", context)
 
 
-def dashboard_context(stats: Stats, waiting_kinds: Iterable[str]) -> dict[str, Any]:
+def dashboard_context(stats: Stats) -> dict[str, Any]:
     """Everything the dashboard template shows, already in rows and words."""
     changelist = reverse("admin:jobs_job_changelist")
-    waiting = set(waiting_kinds)
     states = [
         {
             "state": state.value,
@@ -56,16 +54,6 @@ def dashboard_context(stats: Stats, waiting_kinds: Iterable[str]) -> dict[str, A
             "url": f"{changelist}?{urlencode({'state__exact': state.value})}",
         }
         for state in State
-    ]
-    kinds = [
-        {
-            "kind": kind,
-            "queued": counts.get(State.QUEUED, 0),
-            "running": counts.get(State.RUNNING, 0),
-            "waiting": kind in waiting,
-            "url": f"{changelist}?{urlencode({'kind': kind})}",
-        }
-        for kind, counts in sorted(stats.live_by_kind.items())
     ]
     recent = [
         {
@@ -94,15 +82,50 @@ def dashboard_context(stats: Stats, waiting_kinds: Iterable[str]) -> dict[str, A
     ]
     return {
         "states": states,
-        "live_kinds": kinds,
+        "live_kinds": _kinds(stats, changelist),
         "recent": recent,
-        "lag": duration(stats.lag_seconds, glance=True) if stats.lag_seconds >= 1 else None,
+        "lag": _wait(stats.lag_seconds),
+        "unhandled": {
+            "count": stats.unhandled,
+            "wait": _wait(stats.unhandled_wait_seconds),
+            "url": f"{changelist}?{urlencode({'handler': 'missing'})}",
+        },
+        "stuck_url": f"{changelist}?{urlencode({'stuck': 'yes'})}",
         "slowest": slowest,
         "runners": runners,
         # Processes, not lanes: a `runjobs --lanes 2` is one runner.
         "live_runners": len({runner.process for runner in stats.runners if not runner.gone}),
         "chart": throughput_chart(stats.throughput),
     }
+
+
+def _wait(seconds: float) -> str | None:
+    """A wait at a glance ("7 min"), or None under a second."""
+    return duration(seconds, glance=True) if seconds >= 1 else None
+
+
+def _kinds(stats: Stats, changelist: str) -> list[dict[str, Any]]:
+    """Each kind with live rows or settles in the last hour: its live rows, its
+    done and failed of the hour, and whether a live runner handles it."""
+    handled = {kind for runner in stats.runners if not runner.gone for kind in runner.kinds}
+    rows = []
+    for kind in sorted({*stats.live_by_kind, *stats.kinds_last_hour}):
+        live = stats.live_by_kind.get(kind, {})
+        settled = stats.kinds_last_hour.get(kind, {})
+        rows.append(
+            {
+                "kind": kind,
+                "queued": live.get(State.QUEUED, 0),
+                "running": live.get(State.RUNNING, 0),
+                "done": settled.get("done", 0),
+                "failed": settled.get("failed", 0),
+                "handled": kind in handled,
+                # Live rows nobody can run: the badge. A kind with none is only noted.
+                "waiting": bool(live) and kind not in handled,
+                "url": f"{changelist}?{urlencode({'kind': kind})}",
+            }
+        )
+    return rows
 
 
 #: The chart's geometry, in SVG user units (it scales to the page's width).

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from jobs.presentation import indented_json
+from jobs.presentation import NOTHING, indented_json
 
 
 def badge(word: str, tone: str) -> SafeString:
@@ -21,8 +21,18 @@ def badge(word: str, tone: str) -> SafeString:
 
 
 def stamp(moment: datetime) -> str:
-    """An instant in the site's time zone, for a tooltip beside a relative time."""
+    """An instant to the second in the site's time zone, named: "2026-12-05 03:32:07 UTC".
+
+    A naive time (a site with `USE_TZ = False`) is a wall time in `TIME_ZONE`.
+    """
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
     return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S %Z}"
+
+
+def stamp_or_nothing(moment: datetime | None) -> str:
+    """`stamp`, or `NOTHING` for a time not set."""
+    return NOTHING if moment is None else stamp(moment)
 
 
 def pretty_json(value: object) -> SafeString:

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from jobs.holding import Holders
 from jobs.models import LIVE_STATES, Job, RunnerProcess, State
 from jobs.registry import registry
 from jobs.stats import kinds_without_runner
@@ -97,3 +98,16 @@ class WaitingForHandlerFilter(_OneChoiceFilter):
 
     def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(state__in=LIVE_STATES, kind__in=kinds_without_runner())
+
+
+class StuckFilter(_OneChoiceFilter):
+    """Running rows nobody is working on (`jobs.holding`): their runner has
+    stopped reporting, or their lease has run out. The dashboard's "stuck"
+    figure counts these."""
+
+    title = "stuck"
+    parameter_name = "stuck"
+    choice = ("yes", "stuck: runner gone or lease expired")
+
+    def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(Holders.read(queryset.db, timezone.now()).stuck_rows())

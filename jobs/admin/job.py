@@ -1,17 +1,22 @@
 """The job list and a job's page: find what is wrong, then act on it.
 
 The list says at a glance what each job is waiting for (its next run, late
-ones marked), what went wrong (an error's telling line) and how many attempts
-it has spent; it stays fast on a million rows (`jobs.admin.large_table`,
-`jobs.admin.filters`). A job's page is read-only for everyone. Its state
-changes only through three actions, Run now, Retry and Cancel, which go
-through `jobs.operations`, so identity, attempts and fencing stay the
-store's business: nothing here writes a job row itself.
+ones marked, a running job whose runner is gone said at once), who claimed
+it, what went wrong (an error's telling line) and how many attempts it has
+spent; it stays fast on a million rows (`jobs.admin.large_table`,
+`jobs.admin.filters`) and asks once per page which runners are live. A job's
+page (`jobs.admin.job_detail`) is read-only for everyone. Its state changes
+only through three actions, Run now, Retry and Cancel, which go through
+`jobs.operations`, so identity, attempts and fencing stay the store's
+business: nothing here writes a job row itself. Cancel, which retires work,
+asks first (`jobs.admin.confirm`).
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -25,17 +30,19 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from jobs import job_ids, operations, presentation
-from jobs.admin import attempts
+from jobs.admin import confirm
 from jobs.admin.dashboard import dashboard_page
-from jobs.admin.display import badge, pretty_json, stamp
+from jobs.admin.display import badge, stamp
 from jobs.admin.filters import (
     HasErrorFilter,
     KindFilter,
     LeaseExpiredFilter,
+    StuckFilter,
     WaitingForHandlerFilter,
 )
+from jobs.admin.job_detail import JobDetail
 from jobs.admin.large_table import CalendarQuerySet, EstimatedCountPaginator
-from jobs.holding import Holders
+from jobs.holding import RUNNER_GONE, Holders
 from jobs.models import Job, State
 from jobs.operations import Report
 from jobs.presentation import NOTHING, relative, telling_line
@@ -44,13 +51,14 @@ from jobs.presentation import NOTHING, relative, telling_line
 EVERYWHERE = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
 
 
-class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
+class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
     list_display = [
         "state_badge",
         "kind",
         "key",
         "attempts_of",
         "next_run",
+        "claimed_by",
         "error",
         "created",
     ]
@@ -60,6 +68,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         KindFilter,
         HasErrorFilter,
         LeaseExpiredFilter,
+        StuckFilter,
         WaitingForHandlerFilter,
     ]
     search_fields = ["key"]
@@ -75,63 +84,6 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
     show_facets = admin.ShowFacets.NEVER
     actions = ["run_now", "retry", "cancel"]
     empty_value_display = NOTHING
-
-    fieldsets = [
-        (
-            "Job",
-            {
-                "fields": [
-                    "id",
-                    "kind",
-                    "key",
-                    "state_badge",
-                    "created_at",
-                    "updated_at",
-                    "finished_at",
-                ]
-            },
-        ),
-        (
-            "Schedule and attempts",
-            {
-                "fields": [
-                    "run_at",
-                    "next_run",
-                    "deadline",
-                    "attempts",
-                    "max_attempts",
-                    "started_at",
-                    "lease_expires_at",
-                    "claimed_by_holder",
-                ]
-            },
-        ),
-        ("Attempt history", {"fields": ["attempt_history_table"], "classes": ["jobs-span"]}),
-        ("Payload", {"fields": ["payload_json"], "classes": ["jobs-span"]}),
-        ("Last error", {"fields": ["last_error_text"], "classes": ["jobs-span"]}),
-        ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
-    ]
-    readonly_fields = [
-        "id",
-        "kind",
-        "key",
-        "state_badge",
-        "run_at",
-        "next_run",
-        "deadline",
-        "attempts",
-        "max_attempts",
-        "started_at",
-        "lease_expires_at",
-        "claimed_by_holder",
-        "attempt_history_table",
-        "payload_json",
-        "last_error_text",
-        "result_json",
-        "created_at",
-        "updated_at",
-        "finished_at",
-    ]
 
     class Media:
         css = {"all": ["jobs/admin.css"]}
@@ -171,6 +123,23 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
 
     # -- list columns -------------------------------------------------------------
 
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        """The columns, those that ask who holds a job sharing one read of the
+        runners (`Holders.read`) for the whole page rather than one per row."""
+        page = _PageHolders(using=self.get_queryset(request).db)
+
+        def with_holders(method: Callable[[Job, Holders | None], Any]) -> Callable[[Job], Any]:
+            @functools.wraps(method)
+            def column(job: Job) -> Any:
+                return method(job, page.holders)
+
+            return column
+
+        return [
+            with_holders(getattr(self, name)) if name in _HOLDER_COLUMNS else name
+            for name in super().get_list_display(request)
+        ]
+
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> SafeString:
         return badge(job.state, job.state)
@@ -180,8 +149,17 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         return f"{job.attempts} / {job.max_attempts}"
 
     @admin.display(description="next run", ordering="run_at")
-    def next_run(self, job: Job) -> SafeString:
+    def next_run(self, job: Job, holders: Holders | None = None) -> SafeString:
+        """When the job runs next; for a running job whose runner is gone, that
+        at once, where its lease would still read as healthy."""
         now = timezone.now()
+        holders = holders or Holders.read(now=now)
+        if holders.stuck(job) == RUNNER_GONE:
+            lease = job.lease_expires_at
+            title = f"{job.claimed_by} has stopped reporting"
+            if lease is not None:
+                title += f"; another runner may take it over from {stamp(lease)}"
+            return format_html('<span title="{}">{}</span>', title, badge(RUNNER_GONE, "gone"))
         css = "jobs-when jobs-late" if presentation.late(job, now) else "jobs-when"
         when = job.run_at if job.state == State.QUEUED else job.lease_expires_at
         title = stamp(when) if when else ""
@@ -210,30 +188,6 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
             stamp(job.created_at),
             relative(job.created_at, timezone.now(), glance=True),
         )
-
-    # -- the detail ---------------------------------------------------------------
-
-    @admin.display(description="payload")
-    def payload_json(self, job: Job) -> SafeString:
-        return pretty_json(job.payload)
-
-    @admin.display(description="result")
-    def result_json(self, job: Job) -> SafeString | str:
-        return NOTHING if job.result is None else pretty_json(job.result)
-
-    @admin.display(description="claimed by")
-    def claimed_by_holder(self, job: Job) -> SafeString | str:
-        return attempts.holder(job, Holders.read(now=timezone.now()))
-
-    @admin.display(description="attempts that did not end done")
-    def attempt_history_table(self, job: Job) -> SafeString | str:
-        return attempts.history_table(job)
-
-    @admin.display(description="last error")
-    def last_error_text(self, job: Job) -> SafeString | str:
-        if not job.last_error:
-            return NOTHING
-        return format_html('<pre class="jobs-pre jobs-error-block">{}</pre>', job.last_error)
 
     # -- search -------------------------------------------------------------------
 
@@ -264,10 +218,15 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
         self._report(request, "Retry", report, "queued again with a fresh attempt budget")
 
     @admin.action(description="Cancel", permissions=["change"], location=EVERYWHERE)
-    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        """Queued or running jobs are retired as cancelled; each handler's abandon runs once."""
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        """Queued or running jobs are retired as cancelled; each handler's abandon runs once.
+
+        Asked first (`jobs.admin.confirm`): only the confirmation's POST writes."""
+        if not confirm.confirmed(request):
+            return confirm.confirmation_page(self, request, queryset, confirm.CANCEL)
         report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
         self._report(request, "Cancel", report, "cancelled")
+        return None
 
     def _report(self, request: HttpRequest, action: str, report: Report, done: str) -> None:
         if report.touched:
@@ -300,6 +259,21 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard (`jobs.admin.dashboard`), behind the job list's view permission."""
         return dashboard_page(self, request)
+
+
+#: The list's columns that ask `Holders` who holds a job.
+_HOLDER_COLUMNS = {"next_run"}
+
+
+class _PageHolders:
+    """The runners heard from, read once for a page, when a column first asks."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    @functools.cached_property
+    def holders(self) -> Holders:
+        return Holders.read(self.using, timezone.now())
 
 
 def _ids(request: HttpRequest, queryset: QuerySet[Job]) -> list[uuid.UUID]:

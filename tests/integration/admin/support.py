@@ -7,12 +7,13 @@ would: pages are read as HTML, actions are POSTed to the changelist.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import RunnerProcess
+from jobs.models import Job, RunnerProcess
 
 
 def make_runner(
@@ -47,3 +48,18 @@ def changelist(client: Client, **params: str) -> str:
 def rows(page: str) -> list[str]:
     """Each table row of a page, as HTML."""
     return [chunk.split("</tr>")[0] for chunk in page.split("<tr")[1:]]
+
+
+def act(client: Client, action: str, *rows: Job, **fields: str) -> Any:
+    """POST an action for `rows` to the changelist, as the action bar does, and follow.
+
+    `fields` are posted too: `post="yes"` is a confirmation page's "Yes"."""
+    return client.post(
+        reverse("admin:jobs_job_changelist"),
+        {"action": action, "_selected_action": [str(row.id) for row in rows], "index": 0, **fields},
+        follow=True,
+    )
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]

@@ -11,9 +11,11 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
+from django.db.models import DateTimeField, Field
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -21,10 +23,11 @@ from django.utils import timezone
 from django.utils.html import escape
 
 import jobs.admin.large_table
+from jobs import history
 from jobs.models import Job, State
 from jobs.store import for_database
 from tests.factories import RECORDED, make_job
-from tests.integration.admin.support import changelist, make_runner, rows
+from tests.integration.admin.support import act, changelist, make_runner, messages_of, rows
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db
@@ -43,19 +46,6 @@ def row_of(page: str, key: str) -> str:
         if '<th class="field-key"><a' in row and f">{escape(key)}</a>" in row:
             return row
     raise AssertionError(f"no row for {key!r} in the list")
-
-
-def act(client: Client, action: str, *rows: Job) -> Any:
-    """POST an action for `rows` to the changelist, as the action bar does, and follow."""
-    return client.post(
-        reverse("admin:jobs_job_changelist"),
-        {"action": action, "_selected_action": [str(row.id) for row in rows], "index": 0},
-        follow=True,
-    )
-
-
-def messages_of(response: Any) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def reload(job: Job) -> Job:
@@ -88,6 +78,49 @@ def test_the_list_says_when_each_job_runs_next_in_relative_words(admin_client):
         "a running job whose lease ran out says so"
     )
     assert ">—<" in row_of(page, "settled"), "a settled job never runs again"
+
+
+def test_a_running_job_whose_runner_is_gone_shows_runner_gone_at_once_in_the_next_run_column(
+    admin_client,
+):
+    gone = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=1))
+    live = make_runner("live-host", ["a"])
+    make_job("orphan", state=State.RUNNING, claimed_by=gone.name)
+    make_job("held", state=State.RUNNING, claimed_by=live.name)
+    page = changelist(admin_client)
+    orphan = row_of(page, "orphan")
+    assert 'jobs-badge-gone">runner gone<' in orphan, "its runner stopped reporting: said at once"
+    assert ">lease ends" not in orphan, "not a lease that still reads as healthy"
+    assert re.search(r">lease ends in \d min<", row_of(page, "held")), (
+        "a live runner's job shows its lease"
+    )
+
+
+def test_the_list_shows_which_runner_claimed_each_job(admin_client):
+    runner = make_runner("worker-7", ["a"])
+    make_job("held", state=State.RUNNING, claimed_by=runner.name)
+    make_job("waiting")
+    page = changelist(admin_client)
+    assert re.search(rf'class="field-claimed_by">{runner.name}<', row_of(page, "held"))
+    assert 'class="field-claimed_by">—<' in row_of(page, "waiting"), "an unclaimed job: a dash"
+
+
+def runner_reads(client: Client) -> int:
+    """How many times drawing the job list asked which runners are live."""
+    with CaptureQueriesContext(connection) as queries:
+        changelist(client)
+    return sum(
+        1 for q in queries if "jobs_runnerprocess" in q["sql"] and "heartbeat_at" in q["sql"]
+    )
+
+
+def test_the_list_reads_the_runners_once_per_page_not_once_per_row(admin_client):
+    runner = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=1))
+    make_job("first", state=State.RUNNING, claimed_by=runner.name)
+    assert runner_reads(admin_client) == 1
+    for n in range(5):
+        make_job(f"more-{n}", state=State.RUNNING, claimed_by=runner.name)
+    assert runner_reads(admin_client) == 1, "six running rows, still one read of the runners"
 
 
 def test_the_list_shows_the_line_of_the_error_that_says_what_happened(admin_client):
@@ -182,6 +215,22 @@ def test_the_lease_expired_filter_shows_only_running_jobs_whose_lease_ran_out(ad
     assert listed_keys(changelist(admin_client, lease="expired")) == {"stale"}
 
 
+def test_the_stuck_filter_shows_running_jobs_whose_runner_is_gone_or_lease_expired(
+    admin_client,
+):
+    now = timezone.now()
+    gone = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=1))
+    live = make_runner("live-host", ["a"])
+    make_job("orphan", state=State.RUNNING, claimed_by=gone.name)
+    make_job("expired", state=State.RUNNING, claimed_by=live.name, lease_expires_at=now)
+    make_job("held", state=State.RUNNING, claimed_by=live.name)
+    make_job("queued", run_at=now - timedelta(hours=1))
+    make_job("settled", state=State.FAILED, claimed_by=gone.name)
+    page = changelist(admin_client, stuck="yes")
+    assert listed_keys(page) == {"orphan", "expired"}
+    assert "stuck: runner gone or lease expired" in changelist(admin_client), "offered by name"
+
+
 def test_the_waiting_for_a_handler_filter_shows_live_jobs_no_live_runner_can_run(admin_client):
     make_runner("alive", ["handled"])
     make_runner("dead", ["only.dead"], silent_for=timedelta(minutes=10))
@@ -258,19 +307,68 @@ def test_the_detail_shows_the_whole_last_error_in_a_monospace_block(admin_client
     )
 
 
+#: The model's fields the job page shows through a display method of its own.
+SHOWN_AS = {
+    "payload": "payload_json",
+    "last_error": "last_error_text",
+    "state": "state_badge",
+    "result": "result_json",
+    "errors": "attempt_history_table",
+    "claimed_by": "claimed_by_holder",
+}
+
+
+def shown_as(field: Field[Any, Any]) -> str:
+    """The name of the row (its `field-<name>` class) that shows `field` on a job's page:
+    every time is shown to the second by its `<name>_shown` method."""
+    if isinstance(field, DateTimeField):
+        return f"{field.name}_shown"
+    return SHOWN_AS.get(field.name, field.name)
+
+
 def test_the_detail_shows_every_field(admin_client):
     job = make_job("k", state=State.RUNNING, deadline=timezone.now() + timedelta(days=1))
     page = detail(admin_client, job)
     for field in Job._meta.concrete_fields:
         if field.generated:
             continue  # `live` is the database's copy of the state, which is shown
-        shown = "payload_json" if field.name == "payload" else field.name
-        shown = "last_error_text" if field.name == "last_error" else shown
-        shown = "state_badge" if field.name == "state" else shown
-        shown = "result_json" if field.name == "result" else shown
-        shown = "attempt_history_table" if field.name == "errors" else shown
-        shown = "claimed_by_holder" if field.name == "claimed_by" else shown
-        assert f'class="field-{shown}"' in page, f"the detail shows {field.name}"
+        assert f'class="field-{shown_as(field)}"' in page, f"the detail shows {field.name}"
+
+
+def field_row(page: str, name: str) -> str:
+    """The job page's row for the display named `name`."""
+    return next(row for row in rows(page) if f'class="field-{name}"' in row)
+
+
+def test_the_job_page_shows_every_time_to_the_second_with_the_zone(admin_client, settings):
+    settings.TIME_ZONE = "Asia/Tokyo"
+    base = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    times: dict[str, Any] = {
+        field.name: base + timedelta(minutes=n, seconds=n)
+        for n, field in enumerate(Job._meta.concrete_fields)
+        if isinstance(field, DateTimeField)
+    }
+    job = make_job("k", state=State.RUNNING, **times)
+    Job.objects.filter(id=job.id).update(**times)  # created_at and updated_at as given
+    entry = history.record(
+        attempt=1,
+        started_at=base - timedelta(hours=1, seconds=13),
+        ended_at=base - timedelta(minutes=59, seconds=1),
+        runner="host:1",
+        outcome=history.Outcome.RETRY,
+        error="503",
+    )
+    Job.objects.filter(id=job.id).update(errors=history.appended([], entry))
+    page = detail(admin_client, job)
+    for name, moment in times.items():
+        local = f"{moment.astimezone(ZoneInfo('Asia/Tokyo')):%Y-%m-%d %H:%M:%S} JST"
+        assert f">{local}<" in field_row(page, f"{name}_shown"), f"{name} reads {local}"
+    table = page.split('class="jobs-history"')[1]
+    assert "<td>2026-03-04 13:05:54 JST</td>" in table, (
+        "the attempt's start is to the second, in the site's zone"
+    )
+    assert "<td>2026-03-04 13:07:06 JST</td>" in table, "so is its end"
+    assert not re.search(r"\d [ap]\.m\.", page), "no time is left in Django's own format"
 
 
 def test_a_payload_key_and_error_holding_markup_render_as_text(admin_client):
@@ -345,7 +443,7 @@ def test_retry_is_refused_while_a_live_job_holds_the_identity(admin_client):
 
 def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin_client):
     queued = make_job("k")
-    response = act(admin_client, "cancel", queued)
+    response = act(admin_client, "cancel", queued, post="yes")
     row = reload(queued)
     assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
     assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
@@ -353,7 +451,7 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin
     )
     assert messages_of(response) == ["Cancel: 1 job cancelled."]
 
-    again = act(admin_client, "cancel", queued)
+    again = act(admin_client, "cancel", queued, post="yes")
     assert Abandonment.objects.count() == 1, "cancelling again does not abandon again"
     assert messages_of(again) == [
         "Cancel: skipped 1 job, nothing written for it: cancelled, not queued or running (1)."
@@ -364,7 +462,7 @@ def test_cancel_of_a_running_job_makes_its_late_settle_lose(admin_client):
     make_job("k", run_at=timezone.now() - timedelta(seconds=1))
     store = for_database()
     [claim] = store.claim(timezone.now(), {RECORDED: timedelta(minutes=5)}, 1)
-    act(admin_client, "cancel", claim.job)
+    act(admin_client, "cancel", claim.job, post="yes")
     assert store.complete(claim.job, timezone.now()) is False, (
         "the attempt that was running no longer owns the row"
     )
@@ -385,7 +483,8 @@ def test_actions_work_from_a_jobs_own_page_and_return_there(admin_client):
     url = reverse("admin:jobs_job_change", args=[queued.id])
     assert 'value="cancel"' in detail(admin_client, queued), "the page offers the actions"
     response = admin_client.post(
-        url, {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)], "index": 0}
+        url,
+        {"CHANGE_FORM-action": "cancel", "_selected_action": [str(queued.id)], "post": "yes"},
     )
     assert response.status_code == 302
     assert response["Location"] == url, "the operator is taken back to the job's page"

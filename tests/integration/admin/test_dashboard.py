@@ -3,6 +3,7 @@ queue's numbers and throughput, and the kinds no live runner can run."""
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import timedelta
 
@@ -127,3 +128,109 @@ def test_the_app_index_and_the_job_list_link_to_the_dashboard(viewer_client):
     index = viewer_client.get(reverse("admin:app_list", args=["jobs"])).content.decode()
     assert f'href="{url}"' in index, "the jobs app's index links to the dashboard"
     assert f'href="{url}"' in changelist(viewer_client), "so does the job list"
+
+
+def tile(page: str, name: str) -> tuple[str, str]:
+    """The dashboard's headline tile `name`: its opening tag and its text."""
+    found = re.search(
+        rf'(<(?:div|a) class="jobs-figure jobs-figure-{name}[^>]*>)(.*?)</(?:div|a)>', page, re.S
+    )
+    assert found is not None, f"the dashboard has a {name} tile"
+    return found.group(1), " ".join(re.sub(r"<[^>]+>", " ", found.group(2)).split())
+
+
+def kind_row(page: str, kind: str) -> dict[str, str]:
+    """The kinds table's figures for `kind`."""
+    row = next(row for row in rows(page) if f">{kind}</a>" in row)
+    return dict(re.findall(r'class="jobs-num jobs-kind-(\w+)">([^<]*)<', row))
+
+
+def test_the_lag_is_the_wait_of_ready_jobs_that_live_runners_handle(admin_client):
+    now = timezone.now()
+    make_runner("worker", ["handled"])
+    make_job("handled-1", kind="handled", run_at=now - timedelta(minutes=7, seconds=5))
+    make_job("orphaned-1", kind="orphaned", run_at=now - timedelta(hours=3))
+    tag, text = tile(dashboard(admin_client), "lag")
+    assert text == "7 min queue lag: the wait of ready jobs that live runners handle", (
+        "the lag counts the handled job's 7 minutes, not the 3 hours of one nobody can run"
+    )
+    assert "jobs-alarm" in tag
+
+
+def test_ready_jobs_no_live_runner_handles_are_their_own_tile(admin_client):
+    now = timezone.now()
+    make_runner("worker", ["handled"])
+    make_runner("dead", ["only.dead"], silent_for=timedelta(minutes=5))
+    make_job("handled-1", kind="handled", run_at=now - timedelta(minutes=1))
+    make_job("dead-1", kind="only.dead", run_at=now - timedelta(minutes=10, seconds=20))
+    make_job("nobody-1", kind="nobody", run_at=now - timedelta(minutes=2))
+    make_job("nobody-later", kind="nobody", run_at=now + timedelta(hours=1))  # not ready
+    page = dashboard(admin_client)
+    tag, text = tile(page, "unhandled")
+    assert text == "2 jobs no live handler: 2 jobs, oldest waiting 10 min"
+    assert "jobs-alarm" in tag, "jobs nobody can run are an alarm"
+    url = re.search(r'href="([^"]+)"', tag)
+    assert url is not None, "the tile links to the jobs"
+    listed = admin_client.get(html.unescape(url.group(1))).content.decode()
+    assert set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', listed)) == {
+        "dead-1",
+        "nobody-1",
+        "nobody-later",
+    }, "the link is the job list filtered to jobs waiting for a handler"
+
+
+def test_running_is_shown_as_healthy_running_with_the_stuck_apart(admin_client):
+    now = timezone.now()
+    live = make_runner("live-host", ["a"])
+    gone = make_runner("gone-host", ["a"], silent_for=timedelta(minutes=2))
+    for n in range(2):
+        make_job(f"healthy-{n}", state=State.RUNNING, claimed_by=live.name)
+    make_job("orphan", state=State.RUNNING, claimed_by=gone.name)
+    make_job("expired", state=State.RUNNING, claimed_by=live.name, lease_expires_at=now)
+    page = dashboard(admin_client)
+    assert tile(page, "running")[1] == "2 running, healthy", (
+        "only the healthy ones count as running"
+    )
+    tag, text = tile(page, "stuck")
+    assert text == "2 stuck: runner gone or lease expired"
+    assert "jobs-alarm" in tag, "stuck jobs are shown in red"
+    url = re.search(r'href="([^"]+)"', tag)
+    assert url is not None, "the stuck figure links to the jobs"
+    listed = admin_client.get(html.unescape(url.group(1))).content.decode()
+    assert set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', listed)) == {
+        "orphan",
+        "expired",
+    }, "the link is the job list's stuck filter"
+
+
+def test_no_stuck_job_is_no_alarm(admin_client):
+    live = make_runner("live-host", ["a"])
+    make_job("healthy", state=State.RUNNING, claimed_by=live.name)
+    tag, text = tile(dashboard(admin_client), "stuck")
+    assert text.startswith("0 stuck")
+    assert "jobs-alarm" not in tag
+
+
+def test_each_kind_shows_its_done_and_failed_of_the_last_hour_even_with_no_live_rows(
+    admin_client,
+):
+    now = timezone.now()
+    for n in range(3):
+        make_job(f"a-done-{n}", kind="settled.only", state=State.DONE, finished_at=now)
+    make_job("a-failed", kind="settled.only", state=State.FAILED, finished_at=now)
+    make_job("a-old", kind="settled.only", state=State.DONE, finished_at=now - timedelta(hours=2))
+    make_job("a-cancelled", kind="settled.only", state=State.CANCELLED, finished_at=now)
+    make_job("b-queued", kind="live.only")
+    page = dashboard(admin_client)
+    assert kind_row(page, "settled.only") == {
+        "queued": "0",
+        "running": "0",
+        "done": "3",
+        "failed": "1",
+    }, "a kind with nothing live still shows its hour: 3 done, 1 failed"
+    assert kind_row(page, "live.only") == {
+        "queued": "1",
+        "running": "0",
+        "done": "0",
+        "failed": "0",
+    }

@@ -1,0 +1,156 @@
+"""A job's own page: every field, read-only, every time to the second with its zone.
+
+Django draws a read-only `DateTimeField` as "Dec. 5, 2026, 3:32 a.m.": a
+minute's precision and no zone, which is no use when lining a job's page up
+against a runner's log. So each time is shown by a display method
+(`<field>_shown`, `jobs.admin.display.stamp`) that keeps the field's label and
+help text. `JobAdmin` takes the page from `JobDetail`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from jobs.admin import attempts
+from jobs.admin.display import pretty_json, stamp_or_nothing
+from jobs.holding import Holders
+from jobs.models import Job
+from jobs.presentation import NOTHING
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+    from django.utils.datastructures import _ListOrTuple
+
+#: The job's times, each shown by its `<name>_shown` method.
+TIMES = [
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "run_at",
+    "deadline",
+    "started_at",
+    "lease_expires_at",
+]
+
+
+def shown(name: str) -> str:
+    """The display method that shows the time field `name`."""
+    return f"{name}_shown"
+
+
+def _time(name: str) -> Callable[[Any, Job], SafeString]:
+    label = str(getattr(Job._meta.get_field(name), "verbose_name", name))
+
+    @admin.display(description=label, ordering=name)
+    def show(self: Any, job: Job) -> SafeString:
+        return format_html(
+            '<span class="jobs-stamp">{}</span>', stamp_or_nothing(getattr(job, name))
+        )
+
+    show.__name__ = shown(name)
+    return show
+
+
+def _help_text(name: str) -> str:
+    return str(getattr(Job._meta.get_field(name), "help_text", ""))
+
+
+class JobDetail:
+    """The fieldsets and display methods of a job's page."""
+
+    fieldsets: ClassVar[_FieldsetSpec | None] = [
+        (
+            "Job",
+            {
+                "fields": [
+                    "id",
+                    "kind",
+                    "key",
+                    "state_badge",
+                    shown("created_at"),
+                    shown("updated_at"),
+                    shown("finished_at"),
+                ]
+            },
+        ),
+        (
+            "Schedule and attempts",
+            {
+                "fields": [
+                    shown("run_at"),
+                    "next_run",
+                    shown("deadline"),
+                    "attempts",
+                    "max_attempts",
+                    shown("started_at"),
+                    shown("lease_expires_at"),
+                    "claimed_by_holder",
+                ]
+            },
+        ),
+        ("Attempt history", {"fields": ["attempt_history_table"], "classes": ["jobs-span"]}),
+        ("Payload", {"fields": ["payload_json"], "classes": ["jobs-span"]}),
+        ("Last error", {"fields": ["last_error_text"], "classes": ["jobs-span"]}),
+        ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
+    ]
+    readonly_fields: ClassVar[_ListOrTuple[str]] = [
+        "id",
+        "kind",
+        "key",
+        "state_badge",
+        "next_run",
+        "attempts",
+        "max_attempts",
+        "claimed_by_holder",
+        "attempt_history_table",
+        "payload_json",
+        "last_error_text",
+        "result_json",
+        *(shown(name) for name in TIMES),
+    ]
+
+    created_at_shown = _time("created_at")
+    updated_at_shown = _time("updated_at")
+    finished_at_shown = _time("finished_at")
+    run_at_shown = _time("run_at")
+    deadline_shown = _time("deadline")
+    started_at_shown = _time("started_at")
+    lease_expires_at_shown = _time("lease_expires_at")
+
+    def get_form(
+        self, request: HttpRequest, obj: Job | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        """The form, with each shown time keeping its field's help text."""
+        help_texts = {shown(name): _help_text(name) for name in TIMES}
+        return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
+            request, obj, change, help_texts=help_texts, **kwargs
+        )
+
+    @admin.display(description="payload")
+    def payload_json(self, job: Job) -> SafeString:
+        return pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_json(self, job: Job) -> SafeString | str:
+        return NOTHING if job.result is None else pretty_json(job.result)
+
+    @admin.display(description="claimed by")
+    def claimed_by_holder(self, job: Job) -> SafeString | str:
+        return attempts.holder(job, Holders.read(now=timezone.now()))
+
+    @admin.display(description="attempts that did not end done")
+    def attempt_history_table(self, job: Job) -> SafeString | str:
+        return attempts.history_table(job)
+
+    @admin.display(description="last error")
+    def last_error_text(self, job: Job) -> SafeString | str:
+        if not job.last_error:
+            return NOTHING
+        return format_html('<pre class="jobs-pre jobs-error-block">{}</pre>', job.last_error)
