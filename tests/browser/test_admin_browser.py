@@ -17,6 +17,7 @@ closes, while the live server (another thread) does the work in between.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import Error as PlaywrightError
@@ -265,6 +267,11 @@ def test_a_jobs_page_shows_its_five_attempts_newest_first_with_times_to_the_seco
         assert "worker-c:303 lane 1 of 2" in page.locator(".field-claimed_by_holder").inner_text()
         page.screenshot(path=screenshot, full_page=True)
     assert screenshot.stat().st_size > 0, "the job page's screenshot was saved"
+    # The same job as `manage.py jobs show` prints it, beside the screenshot.
+    shown = io.StringIO()
+    call_command("jobs", "show", str(job.id)[:8], stdout=shown)
+    assert "5 attempts did not end done" in shown.getvalue()
+    (ARTIFACTS / "job-history.txt").write_text(shown.getvalue())
 
 
 #: What a page would clip or scroll sideways: the page itself, any cell of a
