@@ -298,33 +298,32 @@ class MySQLStore(OrmStore):
         trip each."""
         if not done:
             return set()
-        by_id = {job.id: (job, result) for job, result in done}
+        # A batch can hold two attempts of one job (a stale one and the owner):
+        # each is matched to the row by its whole fence, never by id alone.
+        results = {(job.id, job.attempts, job.lease_expires_at): result for job, result in done}
+        ids = list(dict.fromkeys(job.id for job, _ in done))
         with self.pass_transaction(), self.runner_cursor() as cursor:
             cursor.execute(
-                LOCK_RUNNING_SQL.format(ids=_placeholders(len(by_id))),
-                [self.prepare("id", job_id) for job_id in by_id],
+                LOCK_RUNNING_SQL.format(ids=_placeholders(len(ids))),
+                [self.prepare("id", job_id) for job_id in ids],
             )
-            won = [
-                job_id
-                for job_id, attempts, lease in (
-                    (decode_uuid(row[0]), row[1], naive_utc_datetime(row[2]))
-                    for row in cursor.fetchall()
-                )
-                if by_id[job_id][0].attempts == attempts
-                and by_id[job_id][0].lease_expires_at == lease
+            fences = [
+                (decode_uuid(row[0]), row[1], naive_utc_datetime(row[2]))
+                for row in cursor.fetchall()
             ]
+            won = {fence[0]: results[fence] for fence in fences if fence in results}
             if not won:
                 return set()
-            ids = [self.prepare("id", job_id) for job_id in won]
+            prepared = {job_id: self.prepare("id", job_id) for job_id in won}
             result_sql, result_params = self.results_case(
-                [(prepared, by_id[job_id][1]) for prepared, job_id in zip(ids, won, strict=True)],
-                "`id`",
+                [((prepared[job_id],), result) for job_id, result in won.items()],
+                "`id` = %s",
                 "`result`",
             )
             at = self.prepare("finished_at", now)
             cursor.execute(
-                COMPLETE_MANY_SQL.format(result=result_sql, ids=_placeholders(len(ids))),
-                [at, at, *result_params, *ids],
+                COMPLETE_MANY_SQL.format(result=result_sql, ids=_placeholders(len(won))),
+                [at, at, *result_params, *prepared.values()],
             )
         return set(won)
 

@@ -79,19 +79,22 @@ class OrmStore(Store):
         return transaction.atomic(using=self.using, savepoint=False)
 
     def results_case(
-        self, pairs: Sequence[tuple[Any, Any]], id_column: str, column: str
+        self, pairs: Sequence[tuple[Sequence[Any], Any]], match: str, column: str
     ) -> tuple[str, list[Any]]:
-        """A batch settle's SET value for `column`: each `(prepared id, result)` pair
-        whose result is not None written to its own row, every other row keeping
-        what it holds; the SQL and its parameters."""
-        with_result = [(job_id, result) for job_id, result in pairs if result is not None]
+        """A batch settle's SET value for `column`: each `(match params, result)`
+        pair whose result is not None written to the row `match` (SQL with
+        placeholders for those params) picks out, every other row keeping what
+        it holds; the SQL and its parameters. A batch can hold two attempts of
+        one job (a stale one and its owner), so `match` names the attempt where
+        the statement could otherwise give the row the stale one's result."""
+        with_result = [(key, result) for key, result in pairs if result is not None]
         if not with_result:
             return column, []
         params: list[Any] = []
-        for job_id, result in with_result:
-            params += [job_id, self.prepare("result", result)]
-        whens = " ".join(["WHEN %s THEN %s"] * len(with_result))
-        return f"CASE {id_column} {whens} ELSE {column} END", params
+        for key, result in with_result:
+            params += [*key, self.prepare("result", result)]
+        whens = " ".join([f"WHEN {match} THEN %s"] * len(with_result))
+        return f"CASE {whens} ELSE {column} END", params
 
     # -- enqueue -------------------------------------------------------------
 

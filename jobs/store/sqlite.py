@@ -95,15 +95,19 @@ class SQLiteStore(OrmStore):
         if not done:
             return set()
         ids = [self.prepare("id", job.id) for job, _ in done]
+        fences = [
+            (job_id, job.attempts, self.prepare("lease_expires_at", job.lease_expires_at))
+            for job_id, (job, _) in zip(ids, done, strict=True)
+        ]
         result_sql, result_params = self.results_case(
-            [(job_id, result) for job_id, (_, result) in zip(ids, done, strict=True)],
-            "id",
+            [(fence, result) for fence, (_, result) in zip(fences, done, strict=True)],
+            "(id, attempts, lease_expires_at) = (%s, %s, %s)",
             "result",
         )
         at = self.prepare("finished_at", now)
         params: list[Any] = [at, at, *result_params, *ids]
-        for job_id, (job, _) in zip(ids, done, strict=True):
-            params += [job_id, job.attempts, self.prepare("lease_expires_at", job.lease_expires_at)]
+        for fence in fences:
+            params += fence
         sql = COMPLETE_MANY_SQL.format(
             result=result_sql,
             ids=_placeholders(len(ids)),

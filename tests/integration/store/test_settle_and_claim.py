@@ -70,6 +70,32 @@ def test_settle_and_claim_never_settles_a_row_a_newer_claim_holds(store):
     assert row(newer.job)["attempts"] == 2
 
 
+@pytest.mark.parametrize("owner_first", [True, False], ids=["owner first", "stale first"])
+def test_a_batch_holding_a_stale_attempt_and_the_owner_of_one_row_settles_it_with_the_owners_result(
+    store, owner_first
+):
+    """Both attempts of one job can end Done before their runner's next pass: the
+    one whose claim expired and the one that took the row over. Whatever their
+    order in the batch, the owner settles the row and its result is the one kept."""
+    queue("k")
+    (stale,) = store.claim(T0, {KIND: LEASE}, 1)
+    after_expiry = T0 + LEASE + timedelta(seconds=1)
+    (owner,) = store.claim(after_expiry, {KIND: LEASE}, 1)
+    batch = [(owner.job, {"by": "owner"}), (stale.job, {"by": "stale"})]
+
+    won, _ = store.settle_and_claim(
+        batch if owner_first else batch[::-1], after_expiry, {KIND: LEASE}, 1
+    )
+
+    assert won == {owner.job.id}
+    settled = row(owner.job)
+    assert (settled["state"], settled["attempts"], settled["result"]) == (
+        State.DONE,
+        2,
+        {"by": "owner"},
+    )
+
+
 def test_settle_and_claim_does_not_claim_a_row_it_is_settling(store):
     """A row whose lease has run out is ready again; the same pass must not both
     settle it and hand it out as a fresh claim."""
