@@ -14,9 +14,10 @@ each entry's texts are cut in the middle past `ERROR_CHARS` and
 `TRACEBACK_CHARS` (the end of a traceback says what was raised, its start
 where). The worst row holds about 20 x 9,000 characters.
 
-Entries are written by a read of the list and a write fenced on the attempt
-(`jobs.store.orm.OrmStore`), so they need no SQL per database; they are read
-tolerantly (`entries`), since the column can be edited by hand.
+The list is read with the claim, and an entry written by the attempt's own
+fenced settle (`jobs.store.orm.OrmStore`): no extra statement, and no SQL
+per database. Entries are read tolerantly (`entries`), since the column can
+be edited by hand.
 
 The exception classes here stand for the ends no exception of the handler's
 describes (a timeout, a reclaim, a cancel, a release, a row retired without

@@ -164,28 +164,8 @@ class OrmStore(Store):
                     won.add(job.id)
         return won
 
-    def _record(self, job: Job, entry: history.Entry) -> list[dict[str, Any]] | None:
-        """The attempt record with `entry` appended, from the row while the
-        attempt `job` describes owns it; None when it no longer does.
-
-        Read here and written by the caller's fenced update, so no database
-        needs SQL of its own for it: while the attempt owns the row nobody
-        else writes the record (a cancel or a reclaim takes the row from
-        it first, and the fenced write then loses).
-        """
-        stored = self._owned(job).values_list("errors", flat=True).first()
-        if stored is None:
-            return None
-        return history.appended(stored, entry)
-
     def note(self, job: Job, entry: history.Entry) -> bool:
-        errors = self._record(job, entry)
-        if errors is None:
-            return False
-        if not self._owned(job).update(errors=errors):
-            return False
-        job.errors = errors
-        return True
+        return self._settle_recorded(job, entry)
 
     def retry(
         self, job: Job, now: datetime, run_at: datetime, error: str, entry: history.Entry
@@ -220,10 +200,15 @@ class OrmStore(Store):
 
     def _settle_recorded(self, job: Job, entry: history.Entry, **columns: Any) -> bool:
         """The fenced update of `columns` on the row `job`'s attempt owns, with
-        `entry` appended to its attempt record (`job.errors` too, when it won)."""
-        errors = self._record(job, entry)
-        if errors is None:
-            return False
+        `entry` appended to its attempt record (`job.errors` too, when it won).
+
+        The record is the one `job` holds: a claim reads it with the row, and
+        while the attempt owns the row nobody else writes it (a cancel or a
+        reclaim takes the row from it first, and this update then loses). So
+        no database needs SQL of its own for it, and a retry costs one
+        statement, as before the record.
+        """
+        errors = history.appended(job.errors, entry)
         won = self._owned(job).update(errors=errors, **columns)
         if won:
             job.errors = errors

@@ -66,6 +66,7 @@ CLAIM_COLUMNS = (
     "last_error",
     "created_at",
     "finished_at",
+    "errors",
 )
 
 #: The columns a claim writes from values it was given (`now`, and each
@@ -76,9 +77,8 @@ CLAIM_WRITTEN_COLUMNS = ("lease_expires_at", "started_at", "updated_at", "claime
 
 #: Concrete fields a claim neither reads nor writes, left deferred on the
 #: claimed `Job` (Django loads one from its row when it is first read): the
-#: generated `live`, and the attempt record, which a claim does not read so
-#: that a row's history costs the hot path nothing.
-_DEFERRED = ("live", "errors")
+#: generated `live`.
+_DEFERRED = ("live",)
 
 #: What `Job(...)` would set for the other concrete fields a claim does not return.
 _UNCLAIMED_DEFAULTS = {
@@ -138,6 +138,7 @@ def claim_from_row(
     problems: list[str] = []
     values["id"] = decode_uuid(values["id"])
     values["payload"], problem = decode_payload(values["payload"])
+    values["errors"] = decode_errors(values["errors"])
     if problem is not None:
         problems.append(problem)
     for column in DATETIME_COLUMNS:
@@ -239,6 +240,25 @@ def loaded_job(values: dict[str, Any], using: str) -> Job:
 def in_run_at_order(claims: list[Claim]) -> list[Claim]:
     """`claims` oldest `run_at` first; a claim whose `run_at` did not decode comes first."""
     return sorted(claims, key=lambda claim: (claim.job.run_at is not None, claim.job.run_at or 0))
+
+
+def decode_errors(value: Any) -> Any:
+    """The attempt record as Python: NULL (most rows: every attempt ended done)
+    is empty. Read with the claim so that a retry's settle appends to it
+    without reading the row again; while the attempt owns the row nobody else
+    writes it (a cancel or a reclaim takes the row first, and the attempt's
+    fenced write then loses). What does not decode is kept as it is, for
+    `jobs.history`'s tolerant reader to skip."""
+    if value is None:
+        return []
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def decode_payload(value: Any) -> tuple[Any, str | None]:
