@@ -133,7 +133,15 @@ class RunJobs:
         return self.process.pid
 
     def wait(self, timeout: float = 60) -> int:
-        return self.process.wait(timeout)
+        """The exit status; a runner still running after `timeout` fails the test
+        with the end of its output, which is otherwise lost with the test's tmp_path."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            tail = "\n".join(self.output().splitlines()[-40:])
+            raise AssertionError(
+                f"runjobs was still running {timeout}s later; its output ends:\n{tail}"
+            ) from None
 
     def output(self) -> str:
         return self.log.read_text()
