@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from jobs.spec import DEFAULT_PRIORITY, DEFAULT_QUEUE
+
 if TYPE_CHECKING:
     from jobs.models import Job
 
@@ -70,6 +72,11 @@ class JobHandler:
 
     #: The `Job.kind` this handler answers for.
     kind: ClassVar[str]
+    #: The queue a job of this kind goes to when its spec names none; read at
+    #: enqueue, so changing it moves new jobs only.
+    queue: ClassVar[str] = DEFAULT_QUEUE
+    #: Its priority likewise (-100 to 100, higher first).
+    priority: ClassVar[int] = DEFAULT_PRIORITY
     #: Whether the class overrides `completed`: the runner calls it only then,
     #: so a `Done` costs nothing extra for the handlers that do not.
     listens: ClassVar[bool] = False

@@ -28,7 +28,15 @@ from django.db import models
 from django.db.models import Case, Q, Value, When
 
 from jobs import config, history
-from jobs.spec import KEY_MAX_LENGTH, KIND_MAX_LENGTH
+from jobs.spec import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    KEY_MAX_LENGTH,
+    KIND_MAX_LENGTH,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_NAME_MAX_LENGTH,
+)
 
 #: The longest runner name a row keeps (a host name is at most 253 characters).
 RUNNER_NAME_MAX_LENGTH = 300
@@ -99,6 +107,18 @@ class Job(models.Model):
     run_at = models.DateTimeField(help_text="Not before this instant.")
     deadline = models.DateTimeField(
         null=True, blank=True, help_text="No retry is scheduled past this instant."
+    )
+    queue = models.CharField(
+        max_length=QUEUE_NAME_MAX_LENGTH,
+        default=DEFAULT_QUEUE,
+        db_default=DEFAULT_QUEUE,
+        help_text="The queue it waits in; a runner serves the queues it is started with.",
+    )
+    priority = models.SmallIntegerField(
+        default=DEFAULT_PRIORITY,
+        db_default=DEFAULT_PRIORITY,
+        validators=[MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)],
+        help_text=f"{PRIORITY_MIN} to {PRIORITY_MAX}; higher runs first.",
     )
     lease_expires_at = models.DateTimeField(
         null=True,

@@ -18,7 +18,8 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs import config, log
-from jobs.spec import JobSpec
+from jobs.registry import registry
+from jobs.spec import DEFAULT_PRIORITY, DEFAULT_QUEUE, JobSpec
 from jobs.store import NewJob, for_database
 from jobs.wakeup import wake_runners
 
@@ -77,6 +78,15 @@ def _row(
     now: datetime,
     default_max_attempts: int,
 ) -> NewJob:
+    queue, priority = spec.queue, spec.priority
+    if queue is None or priority is None:
+        # What the spec leaves open, its kind's handler decides (checked when
+        # it registered); a kind with no handler here takes the defaults.
+        handler = registry.get(spec.kind)
+        if queue is None:
+            queue = DEFAULT_QUEUE if handler is None else handler.queue
+        if priority is None:
+            priority = DEFAULT_PRIORITY if handler is None else handler.priority
     return NewJob(
         id=job_id,
         kind=spec.kind,
@@ -87,6 +97,8 @@ def _row(
         default_max_attempts=default_max_attempts,
         run_at=spec.run_at,
         deadline=spec.deadline,
+        queue=queue,
+        priority=priority,
         now=now,
     )
 

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobs.handlers import JobHandler
+from jobs.spec import priority_problem, queue_name_problem
 
 #: The module name looked for in every installed app.
 HANDLER_MODULE = "jobs"
@@ -29,6 +30,12 @@ class Registry:
         kind = getattr(handler_class, "kind", None)
         if not isinstance(kind, str) or not kind:
             raise ImproperlyConfigured(f"{handler_class.__qualname__} must set a non-empty `kind`")
+        for problem in (
+            queue_name_problem(handler_class.queue),
+            priority_problem(handler_class.priority),
+        ):
+            if problem:
+                raise ImproperlyConfigured(f"{handler_class.__qualname__}.{problem}")
         existing = self._handlers.get(kind)
         if existing is not None:
             if type(existing) is handler_class:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +27,39 @@ KEY_MAX_LENGTH = 255
 PAYLOAD_MAX_BYTES = 1024 * 1024
 #: The largest `max_attempts` the column holds (a 32-bit integer on PostgreSQL).
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
+#: The queue a job goes to when neither its spec nor its kind's handler names one.
+DEFAULT_QUEUE = "default"
+QUEUE_NAME_MAX_LENGTH = 100
+#: A queue name: what a shell argument, a log line and a URL carry unquoted.
+_QUEUE_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{QUEUE_NAME_MAX_LENGTH}}}")
+#: Django's Task API range for `priority`: higher runs first, 0 by default.
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+DEFAULT_PRIORITY = 0
+
+
+def queue_name_problem(name: object) -> str | None:
+    """Why `name` cannot be a queue name, or None when it can. Shared by the
+    spec, the handler's class attribute and the `django.tasks` backend, so
+    all three refuse the same names with the same sentence."""
+    if isinstance(name, str) and _QUEUE_NAME.fullmatch(name):
+        return None
+    return (
+        f"queue must be 1 to {QUEUE_NAME_MAX_LENGTH} letters, digits, '_', '-' or '.', got {name!r}"
+    )
+
+
+def priority_problem(priority: object) -> str | None:
+    """Why `priority` cannot be a job's priority, or None when it can."""
+    if (
+        isinstance(priority, int)
+        and not isinstance(priority, bool)
+        and PRIORITY_MIN <= priority <= PRIORITY_MAX
+    ):
+        return None
+    return (
+        f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX} "
+        f"(higher runs first), got {priority!r}"
+    )
 
 
 #: `json.dumps(value, allow_nan=False)`, built once: given any argument
@@ -76,6 +110,10 @@ class JobSpec:
     deadline: datetime | None = None
     #: Overrides the configured `max_attempts` for this one job.
     max_attempts: int | None = None
+    #: The queue it waits in; None for its handler's `queue` (else "default").
+    queue: str | None = None
+    #: -100 to 100, higher first; None for its handler's `priority` (else 0).
+    priority: int | None = None
 
     @classmethod
     def now(cls, kind: str, key: str) -> JobSpec:
@@ -104,6 +142,12 @@ class JobSpec:
 
     def with_max_attempts(self, max_attempts: int | None) -> JobSpec:
         return dataclasses.replace(self, max_attempts=max_attempts)
+
+    def with_queue(self, queue: str | None) -> JobSpec:
+        return dataclasses.replace(self, queue=queue)
+
+    def with_priority(self, priority: int | None) -> JobSpec:
+        return dataclasses.replace(self, priority=priority)
 
     def encoded_payload(self) -> str:
         """The payload as JSON text, after checking it is a JSON object.
@@ -212,4 +256,8 @@ class JobSpec:
                 f"max_attempts must be a positive integer no larger than {MAX_ATTEMPTS_LIMIT}, "
                 f"got {self.max_attempts!r}"
             )
+        if self.queue is not None and (problem := queue_name_problem(self.queue)):
+            raise InvalidJobSpec(problem)
+        if self.priority is not None and (problem := priority_problem(self.priority)):
+            raise InvalidJobSpec(problem)
         return self.encoded_payload()

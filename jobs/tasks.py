@@ -34,7 +34,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import DEFAULT_TASK_PRIORITY, Task, TaskError
-from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
@@ -42,7 +42,7 @@ from django.utils.json import normalize_json
 from jobs import history
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
 from jobs.registry import register
-from jobs.spec import JobSpec, strict_json
+from jobs.spec import JobSpec, queue_name_problem, strict_json
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -88,6 +88,10 @@ class JobsBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task[Any, Any]) -> None:
         super().validate_task(task)
+        if problem := queue_name_problem(task.queue_name):
+            # Django's own check lets any name in QUEUES through; the job's
+            # queue column (and `runjobs --queue`) takes fewer.
+            raise InvalidTask(f"{task.module_path}: {problem}")
         _TASKS[task.module_path] = task
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -126,7 +130,13 @@ class JobsBackend(BaseTaskBackend):
             "kwargs": kwargs,
         }
         job_id = uuid.uuid4()
-        spec = JobSpec(kind=KIND, key=str(job_id), payload=payload, run_at=_run_at(task))
+        spec = JobSpec(
+            kind=KIND,
+            key=str(job_id),
+            payload=payload,
+            run_at=_run_at(task),
+            queue=task.queue_name,
+        )
         enqueue(spec, using=self.database, job_id=job_id)
         result = self.get_result(str(job_id))
         task_enqueued.send(type(self), task_result=result)

@@ -18,34 +18,58 @@ from django.utils import timezone
 from jobs.holding import Holders
 from jobs.models import LIVE_STATES, Job, RunnerProcess, State
 from jobs.registry import registry
+from jobs.spec import DEFAULT_QUEUE
 from jobs.stats import kinds_without_runner
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 
-class KindFilter(admin.SimpleListFilter):
-    """By kind. The choices come from the handlers this process knows, the
-    runners' kinds and the live rows' kinds, never from a DISTINCT over the
-    whole history (a full scan of a million rows on every page view)."""
+class _ColumnFilter(admin.SimpleListFilter):
+    """By one column's value. The choices are what `known` names plus the
+    values live rows hold, never a DISTINCT over the whole history (a full
+    scan of a million rows on every page view)."""
+
+    parameter_name: str  # the column's name too
+
+    def known(self) -> set[str]:
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
+        values = self.known()
+        live = Job.objects.filter(state__in=LIVE_STATES).values_list(self.parameter_name, flat=True)
+        values.update(live.distinct().order_by())
+        if self.value():
+            values.add(str(self.value()))
+        return [(value, value) for value in sorted(values)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value():
+            return queryset.filter(**{self.parameter_name: self.value()})
+        return queryset
+
+
+class KindFilter(_ColumnFilter):
+    """By kind: the handlers this process knows, the runners' kinds, the live rows'."""
 
     title = "kind"
     parameter_name = "kind"
 
-    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
+    def known(self) -> set[str]:
         kinds = set(registry.kinds())
         for runner_kinds in RunnerProcess.objects.values_list("kinds", flat=True):
             kinds.update(str(kind) for kind in runner_kinds)
-        live = Job.objects.filter(state__in=LIVE_STATES).values_list("kind", flat=True)
-        kinds.update(live.distinct().order_by())
-        if self.value():
-            kinds.add(str(self.value()))
-        return [(kind, kind) for kind in sorted(kinds)]
+        return kinds
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value():
-            return queryset.filter(kind=self.value())
-        return queryset
+
+class QueueFilter(_ColumnFilter):
+    """By queue: the default one, the handlers' own, the live rows'."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def known(self) -> set[str]:
+        return {DEFAULT_QUEUE, *(handler.queue for handler in registry)}
 
 
 class _OneChoiceFilter(admin.SimpleListFilter):

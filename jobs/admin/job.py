@@ -37,6 +37,7 @@ from jobs.admin.filters import (
     HasErrorFilter,
     KindFilter,
     LeaseExpiredFilter,
+    QueueFilter,
     StuckFilter,
     WaitingForHandlerFilter,
 )
@@ -66,6 +67,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     list_filter = [
         "state",
         KindFilter,
+        QueueFilter,
         HasErrorFilter,
         LeaseExpiredFilter,
         StuckFilter,

@@ -65,7 +65,8 @@ def _help_text(name: str) -> str:
 class JobDetail:
     """The fieldsets and display methods of a job's page."""
 
-    fieldsets: ClassVar[_FieldsetSpec | None] = [
+    #: Every field is a name (never a group), so the read-only list below is these.
+    _sections: ClassVar[list[tuple[str, dict[str, list[str]]]]] = [
         (
             "Job",
             {
@@ -73,6 +74,8 @@ class JobDetail:
                     "id",
                     "kind",
                     "key",
+                    "queue",
+                    "priority",
                     "state_badge",
                     shown("created_at"),
                     shown("updated_at"),
@@ -100,20 +103,10 @@ class JobDetail:
         ("Last error", {"fields": ["last_error_text"], "classes": ["jobs-span"]}),
         ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
     ]
+    #: The page is for reading: every field it shows is read-only.
+    fieldsets: ClassVar[_FieldsetSpec | None] = list(_sections)  # type: ignore[arg-type]
     readonly_fields: ClassVar[_ListOrTuple[str]] = [
-        "id",
-        "kind",
-        "key",
-        "state_badge",
-        "next_run",
-        "attempts",
-        "max_attempts",
-        "claimed_by_holder",
-        "attempt_history_table",
-        "payload_json",
-        "last_error_text",
-        "result_json",
-        *(shown(name) for name in TIMES),
+        name for _, options in _sections for name in options["fields"]
     ]
 
     created_at_shown = _time("created_at")

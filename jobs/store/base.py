@@ -52,6 +52,9 @@ class NewJob:
     default_max_attempts: int
     run_at: datetime
     deadline: datetime | None
+    #: The spec's, else its handler's, else the defaults: never None here.
+    queue: str
+    priority: int
     now: datetime
 
 

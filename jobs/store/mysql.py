@@ -71,7 +71,7 @@ _COLUMNS = ", ".join(f"`{column}`" for column in CLAIM_COLUMNS)
 _VALUES = f"""
     (%s, %s, %s, %s, 'queued', 0,
      COALESCE(%s, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
-     %s, %s, NULL, '', %s, %s, NULL)
+     %s, %s, NULL, '', %s, %s, %s, %s, NULL)
 """
 
 #: Insert queued rows, skipping each whose identity a live row (or an earlier
@@ -80,7 +80,8 @@ _VALUES = f"""
 INSERT_SQL = """
     INSERT IGNORE INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
                                  `max_attempts`, `run_at`, `deadline`, `lease_expires_at`,
-                                 `last_error`, `created_at`, `updated_at`, `finished_at`)
+                                 `last_error`, `queue`, `priority`, `created_at`,
+                                 `updated_at`, `finished_at`)
     VALUES {values}
 """
 
@@ -279,6 +280,8 @@ class MySQLStore(OrmStore):
                 row.default_max_attempts,
                 self.prepare("run_at", row.run_at),
                 self.prepare("deadline", row.deadline),
+                row.queue,
+                row.priority,
                 self.prepare("created_at", row.now),
                 self.prepare("updated_at", row.now),
             ]

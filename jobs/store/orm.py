@@ -45,10 +45,10 @@ CONFIGURED_MAX_ATTEMPTS_SQL = f"""
 INSERT_SQL = f"""
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
                               run_at, deadline, lease_expires_at, last_error,
-                              created_at, updated_at, finished_at)
+                              queue, priority, created_at, updated_at, finished_at)
         VALUES (%s, %s, %s, %s, 'queued', 0,
                 COALESCE(CAST(%s AS integer), ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
-                %s, %s, NULL, '', %s, %s, NULL)
+                %s, %s, NULL, '', %s, %s, %s, %s, NULL)
         ON CONFLICT DO NOTHING
         RETURNING id
     """
@@ -109,6 +109,8 @@ class OrmStore(Store):
             row.default_max_attempts,
             prepare("run_at", row.run_at),
             prepare("deadline", row.deadline),
+            row.queue,
+            row.priority,
             prepare("created_at", row.now),
             prepare("updated_at", row.now),
         ]

@@ -122,6 +122,33 @@ def test_a_handler_without_a_usable_kind_is_refused(registry, kind):
     assert len(registry) == 0, "a refused handler is not registered"
 
 
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [
+        ("queue", ""),
+        ("queue", "mail queue"),
+        ("queue", None),
+        ("priority", 101),
+        ("priority", -101),
+        ("priority", 2.5),
+        ("priority", True),
+    ],
+)
+def test_a_handler_with_a_queue_or_priority_no_job_could_take_is_refused_at_registration(
+    registry, attribute, value
+):
+    odd = type("Odd", (JobHandler,), {"kind": "orders.odd", attribute: value})
+    with pytest.raises(ImproperlyConfigured, match=f"Odd.{attribute} must be") as refused:
+        registry.register(odd)
+    assert repr(value) in str(refused.value), "the refusal quotes the value"
+    assert len(registry) == 0, "a refused handler is not registered"
+
+
+def test_a_handler_names_the_default_queue_and_priority_zero_unless_it_sets_its_own(registry):
+    registry.register(Ship)
+    assert (Ship.queue, Ship.priority) == ("default", 0)
+
+
 def test_something_that_is_not_a_job_handler_subclass_is_refused(registry):
     class NotAHandler:
         kind = "not.a.handler"

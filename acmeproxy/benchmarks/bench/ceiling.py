@@ -110,7 +110,7 @@ def insert_loop(count: int, *, with_payload: bool = True) -> Result:
         started = time.perf_counter()
         for n in range(count):
             body = Jsonb(payload(n) if with_payload else {})
-            row = [uuid.uuid4(), NOOP, f"r{n}", body, None, 5, now, None, now, now]
+            row = [uuid.uuid4(), NOOP, f"r{n}", body, None, 5, now, None, "default", 0, now, now]
             raw.execute(sql.INSERT_SQL, row, prepare=True).fetchall()
         elapsed = time.perf_counter() - started
     stage.clean()
@@ -139,6 +139,8 @@ def insert_many_statement(count: int, *, with_payload: bool = True) -> Result:
         [None] * count,
         [now] * count,
         [None] * count,
+        ["default"] * count,
+        [0] * count,
     ]
     with _raw_connection() as raw:
         started = time.perf_counter()

@@ -55,6 +55,8 @@ class PostgreSQLStore(OrmStore):
             row.default_max_attempts,
             row.run_at,
             row.deadline,
+            row.queue,
+            row.priority,
             row.now,
             row.now,
         ]
@@ -246,6 +248,8 @@ def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
         plain_array_literal(
             None if row.deadline is None else row.deadline.isoformat() for row in rows
         ),
+        array_literal(row.queue for row in rows),
+        plain_array_literal(str(row.priority) for row in rows),
     ]
 
 

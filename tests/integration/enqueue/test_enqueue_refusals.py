@@ -52,6 +52,17 @@ BAD_SPECS = [
     pytest.param(spec(key="k\ud800"), id="lone-surrogate-in-key"),
     pytest.param(spec(payload={"s": "\udfff"}), id="lone-surrogate-in-payload"),
     pytest.param(spec(max_attempts=2**31), id="max-attempts-past-the-column"),
+    pytest.param(spec(queue=""), id="empty-queue"),
+    pytest.param(spec(queue="q" * 101), id="queue-too-long"),
+    pytest.param(spec(queue="mail queue"), id="queue-with-a-space"),
+    pytest.param(spec(queue="mail/eu"), id="queue-with-a-slash"),
+    pytest.param(spec(queue="caf\u00e9"), id="queue-not-ascii"),
+    pytest.param(spec(queue=5), id="queue-not-a-string"),
+    pytest.param(spec(priority=101), id="priority-above-100"),
+    pytest.param(spec(priority=-101), id="priority-below-minus-100"),
+    pytest.param(spec(priority=True), id="priority-bool"),
+    pytest.param(spec(priority=1.5), id="priority-float"),
+    pytest.param(spec(priority="1"), id="priority-text"),
     # Year 1 at +05:00 is before year 1 in UTC: no datetime can hold it.
     pytest.param(
         spec(run_at=datetime(1, 1, 1, 1, 0, tzinfo=tz(timedelta(hours=5)))),
