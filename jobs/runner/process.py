@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 
 from django.db import connections
@@ -26,7 +27,12 @@ EXIT_INTERRUPTED = 1
 
 
 def serve(
-    *, using: str | None = None, burst: bool = False, grace: float = 30.0, lanes: int = 1
+    *,
+    using: str | None = None,
+    burst: bool = False,
+    grace: float = 30.0,
+    lanes: int = 1,
+    queues: Sequence[str] | None = None,
 ) -> int:
     """Run the loop in this process until signalled (or drained, with `burst`); the exit status.
 
@@ -34,7 +40,7 @@ def serve(
     lane 0 on this thread, the others on threads of their own, each on its
     own connection. A signal stops them all; the grace period is shared.
     """
-    runners = [Runner(using=using, lane=lane, lanes=lanes) for lane in range(lanes)]
+    runners = [Runner(using=using, lane=lane, lanes=lanes, queues=queues) for lane in range(lanes)]
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

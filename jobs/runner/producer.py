@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -77,10 +77,13 @@ class Runner:
         settings: Callable[[], JobsSettings] | None = None,
         lane: int = 0,
         lanes: int = 1,
+        queues: Sequence[str] | None = None,
     ) -> None:
         if not 0 <= lane < lanes:
             raise ValueError(f"lane {lane} of {lanes}: lanes are numbered from 0")
         self.lane, self.lanes = lane, lanes
+        #: The queues this runner claims from; None for every queue.
+        self.queues = tuple(queues) if queues else None
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
         self.clock = clock
@@ -120,7 +123,12 @@ class Runner:
 
     def run(self, *, burst: bool = False) -> None:
         """Recover, then loop until `stop()` (or, with `burst`, until nothing is ready)."""
-        log.event("runner_started", kinds=",".join(self.registry.kinds()) or "-", burst=burst)
+        log.event(
+            "runner_started",
+            kinds=",".join(self.registry.kinds()) or "-",
+            queues=",".join(self.queues) if self.queues else "all",
+            burst=burst,
+        )
         if not self._start_up():
             return  # stopped before the database ever answered
         if not burst and self.store.wakes_other_processes and self._listener is None:
@@ -293,7 +301,7 @@ class Runner:
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         try:
             won, claims = self.store.settle_and_claim(
-                batch.rows, now, leases, free, self.presence.name
+                batch.rows, now, leases, free, self.presence.name, self.queues
             )
         except Exception as error:
             self.completer.batch_failed(batch, error)

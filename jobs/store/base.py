@@ -98,9 +98,15 @@ class Store:
     # -- the runner's pass ---------------------------------------------------
 
     def claim(
-        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+        self,
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+        runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> list[Claim]:
-        """Claim up to `limit` ready rows of the kinds in `leases`, in `run_at` order.
+        """Claim up to `limit` ready rows of the kinds in `leases` (and, when
+        `queues` names some, in those queues only), in `run_at` order.
 
         Ready means `queued` with `run_at <= now`, or `running` with a lease
         that expired by `now`. Each claimed row becomes `running`, its
@@ -120,6 +126,7 @@ class Store:
         leases: Mapping[str, timedelta],
         limit: int,
         runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
         trips as the vendor allows, in one transaction (one commit per pass).

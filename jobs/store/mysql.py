@@ -41,6 +41,7 @@ from jobs.store.rows import (
     in_run_at_order,
     lease_ends,
     naive_utc_datetime,
+    queue_filter,
 )
 
 #: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
@@ -92,7 +93,7 @@ INSERTED_SQL = "SELECT `id` FROM jobs_job WHERE `id` IN ({ids})"
 _READY = """
     `state` IN ('queued', 'running')
     AND `run_at` <= %s
-    AND `kind` IN ({kinds})
+    AND `kind` IN ({kinds}) {queues}
     AND (`state` = 'queued' OR `lease_expires_at` <= %s)
 """
 
@@ -116,12 +117,12 @@ _READY = """
 #: history, and scanned the whole table once its rows were deleted.
 SELECT_READY_SQL = """
     (SELECT `id`, `run_at` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state)
-     WHERE `state` = 'queued' AND `run_at` <= %s AND `kind` IN ({kinds})
+     WHERE `state` = 'queued' AND `run_at` <= %s AND `kind` IN ({kinds}) {queues}
      ORDER BY `run_at` LIMIT %s)
     UNION ALL
     (SELECT `id`, `run_at` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state)
      WHERE `state` = 'running' AND `run_at` <= %s AND `lease_expires_at` <= %s
-       AND `kind` IN ({kinds})
+       AND `kind` IN ({kinds}) {queues}
      ORDER BY `run_at` LIMIT %s)
     ORDER BY `run_at` LIMIT %s
 """
@@ -177,13 +178,18 @@ def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-def select_ready(cursor: Any, at: Any, kinds: Sequence[str], wanted: int) -> list[Any]:
-    """The ids of the `wanted` oldest rows of `kinds` ready at `at` (a prepared
-    datetime), oldest first, as the database gives them: nothing is locked."""
-    in_kinds = _placeholders(len(kinds))
+def select_ready(
+    cursor: Any, at: Any, kinds: Sequence[str], wanted: int, queues: Sequence[str] | None = None
+) -> list[Any]:
+    """The ids of the `wanted` oldest rows of `kinds` (in `queues`, when given)
+    ready at `at` (a prepared datetime), oldest first, as the database gives
+    them: nothing is locked."""
+    scope = [*kinds, *(queues or ())]
     cursor.execute(
-        SELECT_READY_SQL.format(kinds=in_kinds),
-        [at, *kinds, wanted, at, at, *kinds, wanted, wanted],
+        SELECT_READY_SQL.format(
+            kinds=_placeholders(len(kinds)), queues=queue_filter("`queue`", queues)
+        ),
+        [at, *scope, wanted, at, at, *scope, wanted, wanted],
     )
     return [row[0] for row in cursor.fetchall()]
 
@@ -331,16 +337,21 @@ class MySQLStore(OrmStore):
         return set(won)
 
     def claim(
-        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+        self,
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+        runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, at]
-        in_kinds = _placeholders(len(kinds))
+        ready_params: list[Any] = [at, *kinds, *(queues or ()), at]
+        scope = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("`queue`", queues)}
         with self.pass_transaction(), self.runner_cursor() as cursor:
-            candidates = select_ready(cursor, at, kinds, limit * CANDIDATES_PER_ROW)
+            candidates = select_ready(cursor, at, kinds, limit * CANDIDATES_PER_ROW, queues)
             prior: dict[uuid.UUID, tuple[Any, ...]] = {}
             # Oldest first, a chunk the size of what is still wanted at a time:
             # the rows a chunk finds locked (another runner's claim) or no
@@ -349,7 +360,7 @@ class MySQLStore(OrmStore):
                 wanted = limit - len(prior)
                 chunk, candidates = candidates[:wanted], candidates[wanted:]
                 cursor.execute(
-                    LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), kinds=in_kinds),
+                    LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), **scope),
                     [*chunk, *ready_params],
                 )
                 prior.update((decode_uuid(row[0]), row[1:]) for row in cursor.fetchall())

@@ -133,11 +133,12 @@ class OrmStore(Store):
         leases: Mapping[str, timedelta],
         limit: int,
         runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done:
-            return set(), self.claim(now, leases, limit, runner)
+            return set(), self.claim(now, leases, limit, runner, queues)
         with transaction.atomic(using=self.using):
-            return self.complete_many(done, now), self.claim(now, leases, limit, runner)
+            return self.complete_many(done, now), self.claim(now, leases, limit, runner, queues)
 
     # -- fenced settles ------------------------------------------------------
 

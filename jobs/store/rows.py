@@ -311,6 +311,14 @@ def text_datetime(value: Any) -> datetime | None:
     return moment
 
 
+def queue_filter(column: str, queues: Sequence[str] | None) -> str:
+    """The claim's condition on `column` for a runner serving only `queues`
+    (one placeholder each, after the kinds'), or nothing for one serving all."""
+    if not queues:
+        return ""
+    return f"AND {column} IN ({', '.join(['%s'] * len(queues))})"
+
+
 def naive_utc_datetime(value: Any) -> datetime | None:
     """For MySQL, whose driver returns naive datetimes, in UTC as Django writes
     them (left naive under `USE_TZ = False`, as `text_datetime` says why)."""

@@ -28,6 +28,7 @@ from jobs.store.rows import (
     decode_uuid,
     in_run_at_order,
     lease_ends,
+    queue_filter,
     text_datetime,
 )
 
@@ -38,7 +39,7 @@ from jobs.store.rows import (
 _READY = """
     live = 1 AND state IN ('queued', 'running')
     AND run_at <= %s
-    AND +kind IN ({kinds})
+    AND +kind IN ({kinds}) {queues}
     AND (state = 'queued' OR lease_expires_at <= %s)
 """
 
@@ -118,17 +119,21 @@ class SQLiteStore(OrmStore):
             return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
     def claim(
-        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+        self,
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+        runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, at]
+        ready_params: list[Any] = [at, *kinds, *(queues or ()), at]
+        scope = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("+queue", queues)}
         with self.pass_transaction(), self.runner_cursor() as cursor:
-            cursor.execute(
-                SELECT_READY_SQL.format(kinds=_placeholders(len(kinds))), [*ready_params, limit]
-            )
+            cursor.execute(SELECT_READY_SQL.format(**scope), [*ready_params, limit])
             prior = {str(row[0]): row[1:] for row in cursor.fetchall()}
             if not prior:
                 return []
@@ -139,7 +144,7 @@ class SQLiteStore(OrmStore):
             sql = CLAIM_SQL.format(
                 lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
                 ids=_placeholders(len(prior)),
-                kinds=_placeholders(len(kinds)),
+                **scope,
             )
             cursor.execute(sql, [*lease_params, at, at, runner, *prior, *ready_params])
             rows = cursor.fetchall()

@@ -14,6 +14,7 @@ from jobs import log
 from jobs.drivers import missing_driver
 from jobs.live_config import describe
 from jobs.runner.process import serve
+from jobs.spec import queue_name_problem
 
 
 def _seconds(text: str) -> float:
@@ -40,6 +41,18 @@ def _lanes(text: str) -> int:
     if not 1 <= value <= MAX_LANES:
         raise ArgumentTypeError(f"must be from 1 to {MAX_LANES}, not {value}")
     return value
+
+
+def _queue(text: str) -> str:
+    """A queue name as `JobSpec` accepts it (argparse reports the error)."""
+    if "=" in text:
+        raise ArgumentTypeError(
+            f"{text!r}: a cap on a queue's share of the slots (NAME=N) is not supported yet; "
+            "give the queue's name alone"
+        )
+    if problem := queue_name_problem(text):
+        raise ArgumentTypeError(problem)
+    return text
 
 
 class Command(BaseCommand):
@@ -73,6 +86,17 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--queue",
+            dest="queues",
+            action="append",
+            type=_queue,
+            metavar="NAME",
+            help=(
+                "Claim only jobs of this queue (repeatable). Without it the runner "
+                "serves every queue."
+            ),
+        )
+        parser.add_argument(
             "--database", default=DEFAULT_DB_ALIAS, help="The database alias to work on."
         )
         parser.add_argument(
@@ -95,6 +119,7 @@ class Command(BaseCommand):
             burst=options["burst"],
             grace=options["grace"],
             lanes=options["lanes"],
+            queues=options["queues"],
         )
         if status:
             sys.exit(status)

@@ -111,11 +111,12 @@ class PostgreSQLStore(OrmStore):
         leases: Mapping[str, timedelta],
         limit: int,
         runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done or limit < 1 or not leases:
-            return super().settle_and_claim(done, now, leases, limit, runner)
+            return super().settle_and_claim(done, now, leases, limit, runner, queues)
         ends = lease_ends(now, leases)
-        params = {**_claim_params(now, ends, limit, runner), **_settle_params(done)}
+        params = {**_claim_params(now, ends, limit, runner, queues), **_settle_params(done)}
         rows = driver.fetch(
             self.connection,
             sql.SETTLE_AND_CLAIM_SQL,
@@ -129,12 +130,17 @@ class PostgreSQLStore(OrmStore):
         return won, self._claims(claimed, now, ends, runner)
 
     def claim(
-        self, now: datetime, leases: Mapping[str, timedelta], limit: int, runner: str = ""
+        self,
+        now: datetime,
+        leases: Mapping[str, timedelta],
+        limit: int,
+        runner: str = "",
+        queues: Sequence[str] | None = None,
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         ends = lease_ends(now, leases)
-        params = _claim_params(now, ends, limit, runner)
+        params = _claim_params(now, ends, limit, runner, queues)
         rows = driver.fetch(
             self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True, quiet=True
         )
@@ -254,15 +260,21 @@ def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
 
 
 def _claim_params(
-    now: datetime, ends: Mapping[str, datetime], limit: int, runner: str
+    now: datetime,
+    ends: Mapping[str, datetime],
+    limit: int,
+    runner: str,
+    queues: Sequence[str] | None,
 ) -> dict[str, Any]:
     """What the claim reads: the clock, each kind with its end of lease
-    (`lease_ends`) as array literals, the limit, the claiming runner's name."""
+    (`lease_ends`) as array literals, the limit, the claiming runner's name,
+    the queues it serves (NULL for all)."""
     kinds = list(ends)
     return {
         "now": now,
         "runner": runner,
         "kinds": array_literal(kinds),
+        "queues": array_literal(queues) if queues else None,
         "expires": plain_array_literal(ends[kind].isoformat() for kind in kinds),
         "limit": limit,
     }

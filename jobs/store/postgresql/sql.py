@@ -166,6 +166,7 @@ _READY = """
     WHERE live AND state IN ('queued', 'running')
       AND run_at <= %(now)s
       AND kind = ANY(%(kinds)s::text[])
+      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
       AND (state = 'queued' OR lease_expires_at <= %(now)s)
       {also}
     ORDER BY run_at

@@ -92,8 +92,8 @@ def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
     passes: list[tuple[int, int]] = []
     settle_and_claim = runner.store.settle_and_claim
 
-    def recorded(done: Any, now: datetime, leases: Any, limit: int, runner: str) -> Any:
-        won, claims = settle_and_claim(done, now, leases, limit, runner)
+    def recorded(done: Any, now: datetime, leases: Any, limit: int, *args: Any) -> Any:
+        won, claims = settle_and_claim(done, now, leases, limit, *args)
         passes.append((len(won), len(claims)))
         return won, claims
 

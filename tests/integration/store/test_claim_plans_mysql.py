@@ -225,7 +225,7 @@ def _running(key: str, *, minutes: int, lease_expires_at: datetime | None = None
 def _explain(cursor: CursorWrapper, at: Any) -> list[dict[str, Any]]:
     """The lines of `select_ready`'s plan that read jobs_job itself."""
     cursor.execute(
-        "EXPLAIN " + SELECT_READY_SQL.format(kinds="%s"),
+        "EXPLAIN " + SELECT_READY_SQL.format(kinds="%s", queues=""),
         [at, KIND, WANTED, at, at, KIND, WANTED, WANTED],
     )
     columns = [column[0] for column in cursor.description]

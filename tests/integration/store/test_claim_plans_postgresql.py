@@ -43,6 +43,7 @@ STATEMENTS = {"claim": pg_sql.CLAIM_SQL, "settle_and_claim": pg_sql.SETTLE_AND_C
 PARAMS: dict[str, Any] = {
     "now": T0,
     "kinds": "{" + KIND + "}",
+    "queues": None,
     "expires": "{" + (T0 + LEASE).isoformat() + "}",
     "limit": 8,
     "ids": "{" + ",".join(str(uuid.uuid4()) for _ in range(8)) + "}",

@@ -91,7 +91,7 @@ def test_the_sqlite_claim_reads_ready_rows_from_their_index_in_order_whatever_sq
             cursor.execute("ANALYZE jobs_job")
         _sqlite_rows(cursor, BURST, "queued", store.prepare("run_at", T0), prefix="burst")
         at = store.prepare("run_at", T0)
-        sql = sqlite_store.SELECT_READY_SQL.format(kinds="%s")
+        sql = sqlite_store.SELECT_READY_SQL.format(kinds="%s", queues="")
         cursor.execute("EXPLAIN QUERY PLAN " + sql, [at, KIND, at, 8])
         plan = "\n".join(str(line[-1]) for line in cursor.fetchall())
 

@@ -1,0 +1,67 @@
+"""`runjobs --queue NAME` as a real process: it runs only the jobs of the queues it
+is started with; every other queue's jobs wait, queued, their attempts unspent."""
+
+import subprocess
+import sys
+
+import pytest
+
+from jobs import JobSpec, enqueue
+from jobs.models import Job
+from tests.conftest import ROOT
+from tests.jobapp.models import Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_runner_started_with_queue_emails_runs_only_emails_jobs(runjobs):
+    for n in range(3):
+        assert enqueue(JobSpec.now("test.record", f"mail-{n}").with_queue("emails"))
+        assert enqueue(JobSpec.now("test.record", f"report-{n}").with_queue("reports"))
+    assert enqueue(JobSpec.now("test.record", "plain"))
+
+    process = runjobs("--burst", "--queue", "emails")
+
+    assert process.wait() == 0, process.output()
+    assert "queues=emails" in process.output(), "the runner says which queues it serves"
+    assert sorted(Execution.objects.values_list("key", flat=True)) == [
+        "mail-0",
+        "mail-1",
+        "mail-2",
+    ]
+    waiting = Job.objects.filter(kind="test.record").exclude(queue="emails")
+    assert set(waiting.values_list("state", "attempts")) == {("queued", 0)}, (
+        "the other queues' jobs wait with their attempts unspent"
+    )
+    assert waiting.count() == 4
+
+
+def test_a_runner_started_with_two_queues_serves_both_and_no_other(runjobs):
+    for name in ("emails", "reports", "default"):
+        assert enqueue(JobSpec.now("test.record", name).with_queue(name))
+
+    process = runjobs("--burst", "--queue", "emails", "--queue", "reports")
+
+    assert process.wait() == 0, process.output()
+    assert sorted(Execution.objects.values_list("key", flat=True)) == ["emails", "reports"]
+    assert Job.objects.get(key="default").state == "queued"
+
+
+@pytest.mark.parametrize(
+    ("argument", "said"),
+    [
+        ("mail queue", "letters, digits"),
+        ("", "letters, digits"),
+        ("emails=2", "not supported yet"),
+    ],
+)
+def test_a_queue_argument_no_queue_could_have_is_refused_with_exit_2(argument, said):
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "runjobs", "--burst", "--queue", argument],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert said in refused.stderr
