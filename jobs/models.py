@@ -322,6 +322,11 @@ class RunnerProcess(models.Model):
     max_concurrent = models.PositiveIntegerField(help_text="Its effective limit right now.")
     running = models.PositiveIntegerField(default=0, help_text="Attempts running right now.")
     kinds = models.JSONField(default=list, help_text="The kinds it has handlers for.")
+    queues = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The queues it claims from (runjobs --queue); empty for every queue.",
+    )
     lane = models.PositiveSmallIntegerField(
         default=0, help_text="Which of its process's claiming loops this is, from 0."
     )
@@ -348,6 +353,12 @@ class RunnerProcess(models.Model):
 
     def is_gone(self, now: datetime) -> bool:
         return self.heartbeat_at < now - self.STALE_AFTER
+
+    def serves(self) -> models.Q:
+        """The job rows this runner would claim (given they are ready): of its
+        kinds, and of its queues when it serves only some."""
+        rows = models.Q(kind__in=list(self.kinds))
+        return rows & models.Q(queue__in=list(self.queues)) if self.queues else rows
 
 
 def lane_label(lane: int, lanes: int) -> str:

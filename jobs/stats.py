@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, QuerySet
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
@@ -38,6 +38,8 @@ class RunnerInfo:
     lane: str = ""
     #: How the runner names itself: "host:pid", and its lane when it has one.
     name: str = ""
+    #: The queues it claims from; None for every queue.
+    queues: list[str] | None = None
 
     @property
     def process(self) -> tuple[str, int]:
@@ -131,15 +133,15 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
     last_5, last_hour, throughput = _recent_settles(recent, now)
     runners = _runners(alias, now)
-    handled = sorted({kind for runner in runners if not runner.gone for kind in runner.kinds})
+    served = served_by_live_runners(alias, now)
     ready = live.filter(state=State.QUEUED, run_at__lte=now)
-    unhandled, unhandled_wait = _waiting(ready.exclude(kind__in=handled), now)
+    unhandled, unhandled_wait = _waiting(ready.exclude(served), now)
     return Stats(
         now=now,
         by_state=by_state,
         estimated=estimate is not None,
         live_by_kind=live_by_kind,
-        lag_seconds=_waiting(ready.filter(kind__in=handled), now, count=False)[1],
+        lag_seconds=_waiting(ready.filter(served), now, count=False)[1],
         last_5_minutes=last_5,
         last_hour=last_hour,
         slowest_kinds=_slowest_kinds(recent),
@@ -252,6 +254,7 @@ def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
             max_concurrent=r.max_concurrent,
             running=r.running,
             kinds=list(r.kinds),
+            queues=list(r.queues) if r.queues else None,
             gone=r.is_gone(now),
             lane=r.lane_label,
             name=str(r),
@@ -260,19 +263,29 @@ def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
     ]
 
 
-def kinds_without_runner(using: str | None = None, now: datetime | None = None) -> list[str]:
-    """Kinds with live jobs that no live runner has a handler for."""
+def served_by_live_runners(using: str | None = None, now: datetime | None = None) -> Q:
+    """The job rows some live runner would claim: of a kind it has a handler
+    for, in a queue it serves (`RunnerProcess.serves`). Matches no row when
+    no runner is live."""
     alias = using or DEFAULT_DB_ALIAS
     now = now or timezone.now()
-    handled: set[str] = set()
+    served = Q(pk__in=[])
     for runner in RunnerProcess.objects.using(alias).all():
         if not runner.is_gone(now):
-            handled.update(runner.kinds)
+            served |= runner.serves()
+    return served
+
+
+def kinds_without_runner(using: str | None = None, now: datetime | None = None) -> list[str]:
+    """Kinds with live jobs that no live runner would claim: none has a
+    handler for the kind, or none that has serves the job's queue."""
+    alias = using or DEFAULT_DB_ALIAS
     waiting = (
         Job.objects.using(alias)
         .filter(LIVE_ROWS)
+        .exclude(served_by_live_runners(alias, now))
         .values_list("kind", flat=True)
         .distinct()
         .order_by()
     )
-    return sorted(set(waiting) - handled)
+    return sorted(waiting)

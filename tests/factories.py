@@ -9,13 +9,13 @@ nothing implied by its state) binds them next to its tests with
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from jobs import history
-from jobs.models import Job, JobsConfig, State
+from jobs.models import Job, JobsConfig, RunnerProcess, State
 
 #: The test app's recording handler (tests/jobapp/jobs.py): its abandon writes an
 #: `Abandonment` row, so a test can see that abandon ran, and how often.
@@ -82,4 +82,21 @@ def entry_for(
         runner=job.claimed_by,
         outcome=outcome,
         error=error,
+    )
+
+
+def make_runner_row(
+    hostname: str, kinds: list[str], heartbeat_at: datetime, queues: list[str] | None = None
+) -> RunnerProcess:
+    """A runner's presence row, written directly: last heard from at `heartbeat_at`."""
+    return RunnerProcess.objects.create(
+        hostname=hostname,
+        pid=1,
+        version="test",
+        started_at=heartbeat_at - timedelta(hours=1),
+        heartbeat_at=heartbeat_at,
+        max_concurrent=4,
+        running=1,
+        kinds=kinds,
+        queues=queues,
     )

@@ -19,7 +19,7 @@ from jobs.holding import Holders
 from jobs.models import LIVE_STATES, Job, RunnerProcess, State
 from jobs.registry import registry
 from jobs.spec import DEFAULT_QUEUE
-from jobs.stats import kinds_without_runner
+from jobs.stats import served_by_live_runners
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -113,15 +113,15 @@ class LeaseExpiredFilter(_OneChoiceFilter):
 
 
 class WaitingForHandlerFilter(_OneChoiceFilter):
-    """Live rows of a kind no live runner has a handler for: nothing will run
-    them until a runner that knows the kind starts."""
+    """Live rows no live runner would claim (no handler for the kind, or not
+    serving the queue): nothing runs them until such a runner starts."""
 
     title = "handler"
     parameter_name = "handler"
     choice = ("missing", "waiting for a handler")
 
     def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(state__in=LIVE_STATES, kind__in=kinds_without_runner())
+        return queryset.filter(state__in=LIVE_STATES).exclude(served_by_live_runners())
 
 
 class StuckFilter(_OneChoiceFilter):

@@ -48,6 +48,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "max_concurrent",
         "running",
         "kinds",
+        "queues",
         "lane",
         "lanes",
     ]
@@ -76,7 +77,10 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
 
     @admin.display(description="kinds")
     def kinds_list(self, runner: RunnerProcess) -> str:
-        return ", ".join(str(kind) for kind in runner.kinds) or NOTHING
+        kinds = ", ".join(str(kind) for kind in runner.kinds) or NOTHING
+        if runner.queues:
+            return f"{kinds} (queues: {', '.join(str(q) for q in runner.queues)})"
+        return kinds
 
     @admin.display(description="status")
     def status(self, runner: RunnerProcess) -> SafeString:

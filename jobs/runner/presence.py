@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from jobs import __version__
@@ -34,7 +34,9 @@ class Presence:
         #: rows (`Job.claimed_by`): known before the row is written.
         self.name = runner_name(socket.gethostname(), os.getpid(), lane, lanes)
 
-    def register(self, kinds: list[str], max_concurrent: int) -> None:
+    def register(
+        self, kinds: list[str], max_concurrent: int, queues: Sequence[str] | None = None
+    ) -> None:
         now = self.clock()
         rows = RunnerProcess.objects.using(self.using)
         rows.filter(heartbeat_at__lt=now - FORGET_AFTER).delete()
@@ -47,6 +49,7 @@ class Presence:
             max_concurrent=max_concurrent,
             running=0,
             kinds=kinds,
+            queues=list(queues) if queues else None,
             lane=self.lane,
             lanes=self.lanes,
         )

@@ -184,7 +184,9 @@ class Runner:
         while not self.stopping.is_set():
             try:
                 self._refresh(force=True)
-                self.presence.register(self.registry.kinds(), self.slots.share(self._current))
+                self.presence.register(
+                    self.registry.kinds(), self.slots.share(self._current), self.queues
+                )
                 return True
             except (DatabaseError, InterfaceError) as error:
                 log.event(

@@ -1,14 +1,16 @@
 """`runjobs --queue NAME` as a real process: it runs only the jobs of the queues it
 is started with; every other queue's jobs wait, queued, their attempts unspent."""
 
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from jobs import JobSpec, enqueue
-from jobs.models import Job
+from jobs.models import Job, RunnerProcess
 from tests.conftest import ROOT
+from tests.helpers import wait_until
 from tests.jobapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,6 +47,14 @@ def test_a_runner_started_with_two_queues_serves_both_and_no_other(runjobs):
     assert process.wait() == 0, process.output()
     assert sorted(Execution.objects.values_list("key", flat=True)) == ["emails", "reports"]
     assert Job.objects.get(key="default").state == "queued"
+
+
+def test_a_runner_started_with_queues_names_them_on_the_runners_page(runjobs):
+    process = runjobs("--queue", "emails", "--queue", "reports")
+    wait_until(lambda: RunnerProcess.objects.exists(), 30, "the runner reports in")
+    assert RunnerProcess.objects.get().queues == ["emails", "reports"]
+    process.process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0, process.output()
 
 
 @pytest.mark.parametrize(

@@ -42,17 +42,7 @@ def settled(key: str, state: str, finished_at: datetime, kind: str = "k", took: 
     )
 
 
-def make_runner(hostname: str, kinds: list[str], heartbeat_at: datetime) -> RunnerProcess:
-    return RunnerProcess.objects.create(
-        hostname=hostname,
-        pid=1,
-        version="test",
-        started_at=heartbeat_at - timedelta(hours=1),
-        heartbeat_at=heartbeat_at,
-        max_concurrent=4,
-        running=1,
-        kinds=kinds,
-    )
+make_runner = factories.make_runner_row
 
 
 def test_collect_counts_jobs_by_state(now):

@@ -1,0 +1,78 @@
+"""A ready job counts as served only when a live runner would claim it: a handler
+for its kind and, for a runner started with `--queue`, its queue among those it
+serves. The dashboard's lag, its no-live-handler figure, `kinds_without_runner`
+and the job list's waiting-for-a-handler filter all read it so."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from functools import partial
+
+import pytest
+from django.contrib import admin
+from django.utils import timezone
+
+from jobs.admin.filters import WaitingForHandlerFilter
+from jobs.models import Job, RunnerProcess
+from jobs.stats import collect, kinds_without_runner
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+make_job = partial(factories.make_job, kind="k", finished=False, leased=False)
+
+
+@pytest.fixture
+def now() -> datetime:
+    return timezone.now().replace(second=30, microsecond=0)
+
+
+def make_runner(hostname: str, now: datetime, queues: list[str] | None) -> RunnerProcess:
+    return factories.make_runner_row(hostname, ["k"], now, queues)
+
+
+def test_a_ready_job_in_a_queue_no_live_runner_serves_is_unhandled_not_lag(now):
+    make_runner("mail-only", now, ["emails"])
+    make_job("mail", queue="emails", run_at=now - timedelta(seconds=30))
+    make_job("report", queue="reports", run_at=now - timedelta(minutes=10))
+
+    stats = collect(now=now)
+
+    assert stats.lag_seconds == 30, "the lag counts only jobs a live runner would claim"
+    assert (stats.unhandled, stats.unhandled_wait_seconds) == (1, 10 * 60)
+    assert kinds_without_runner(now=now) == ["k"], "its kind has live jobs nobody will claim"
+
+
+def test_a_runner_serving_every_queue_serves_a_job_in_any_queue(now):
+    make_runner("everything", now, None)
+    make_job("report", queue="reports", run_at=now - timedelta(minutes=10))
+
+    stats = collect(now=now)
+
+    assert (stats.lag_seconds, stats.unhandled) == (10 * 60, 0)
+    assert kinds_without_runner(now=now) == []
+
+
+def test_the_waiting_for_a_handler_filter_lists_jobs_in_a_queue_nobody_serves(rf):
+    # The filter reads the real clock: the runner reports in now.
+    make_runner("mail-only", timezone.now(), ["emails"])
+    make_job("mail", queue="emails")
+    make_job("report", queue="reports")
+    request = rf.get("/", {"handler": "missing"})
+    waiting = WaitingForHandlerFilter(
+        request, {"handler": ["missing"]}, Job, admin.site._registry[Job]
+    )
+
+    listed = waiting.queryset(request, Job.objects.all())
+
+    assert list(listed.values_list("key", flat=True)) == ["report"]
+
+
+def test_the_stats_name_the_queues_each_runner_serves(now):
+    make_runner("mail-only", now, ["emails"])
+    make_runner("everything", now, None)
+
+    runners = {runner.hostname: runner for runner in collect(now=now).runners}
+
+    assert runners["mail-only"].queues == ["emails"]
+    assert runners["everything"].queues is None
