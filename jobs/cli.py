@@ -73,6 +73,7 @@ def list_jobs(
     *,
     states: Iterable[str] = (),
     kinds: Iterable[str] = (),
+    queues: Iterable[str] = (),
     has_error: bool = False,
     lease_expired: bool = False,
     limit: int = DEFAULT_LIMIT,
@@ -86,6 +87,8 @@ def list_jobs(
         jobs = jobs.filter(state__in=states)
     if kinds := list(kinds):
         jobs = jobs.filter(kind__in=kinds)
+    if queues := list(queues):
+        jobs = jobs.filter(queue__in=queues)
     if has_error:
         jobs = jobs.exclude(last_error="")
     if lease_expired:

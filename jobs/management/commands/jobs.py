@@ -145,6 +145,7 @@ class Command(BaseCommand):
                 write,
                 states=options["state"],
                 kinds=options["kind"],
+                queues=options["queue"],
                 has_error=options["has_error"],
                 lease_expired=options["lease_expired"],
                 limit=options["limit"],
@@ -198,6 +199,9 @@ def _list_arguments(listing: ArgumentParser) -> None:
     )
     listing.add_argument(
         "--kind", action="append", default=[], help="Only jobs of this kind (repeatable)."
+    )
+    listing.add_argument(
+        "--queue", action="append", default=[], help="Only jobs of this queue (repeatable)."
     )
     listing.add_argument(
         "--has-error", action="store_true", help="Only jobs whose last_error is not empty."

@@ -124,6 +124,20 @@ def test_list_filters_by_state_kind_error_and_expired_lease_like_the_admin():
     assert fresh.id in listed("--state", "running")
 
 
+def test_list_filters_by_queue_like_the_admin():
+    mail = make_job("m", queue="emails")
+    report = make_job("r", queue="reports")
+    make_job("d")
+
+    def listed(*args: str) -> set[uuid.UUID]:
+        status, output = jobs("list", *args)
+        assert status == 0
+        return {uuid.UUID(line.split()[0]) for line in output.splitlines()[1:]}
+
+    assert listed("--queue", "emails") == {mail.id}
+    assert listed("--queue", "emails", "--queue", "reports") == {mail.id, report.id}
+
+
 def test_list_stops_at_the_limit_and_says_more_match():
     for n in range(4):
         make_job(f"k{n}")
