@@ -354,12 +354,6 @@ class RunnerProcess(models.Model):
     def is_gone(self, now: datetime) -> bool:
         return self.heartbeat_at < now - self.STALE_AFTER
 
-    def serves(self) -> models.Q:
-        """The job rows this runner would claim (given they are ready): of its
-        kinds, and of its queues when it serves only some."""
-        rows = models.Q(kind__in=list(self.kinds))
-        return rows & models.Q(queue__in=list(self.queues)) if self.queues else rows
-
 
 def lane_label(lane: int, lanes: int) -> str:
     """`lane 1 of 2` for a process that runs several lanes; '' for one that runs one."""

@@ -41,6 +41,12 @@ class RunnerInfo:
     #: The queues it claims from; None for every queue.
     queues: list[str] | None = None
 
+    def serves(self) -> Q:
+        """The job rows it would claim (given they are ready): of its kinds,
+        and of its queues when it serves only some."""
+        rows = Q(kind__in=self.kinds)
+        return rows & Q(queue__in=self.queues) if self.queues else rows
+
     @property
     def process(self) -> tuple[str, int]:
         """The process it runs in: several lanes share one."""
@@ -133,7 +139,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
     last_5, last_hour, throughput = _recent_settles(recent, now)
     runners = _runners(alias, now)
-    served = served_by_live_runners(alias, now)
+    served = _served(runners)
     ready = live.filter(state=State.QUEUED, run_at__lte=now)
     unhandled, unhandled_wait = _waiting(ready.exclude(served), now)
     return Stats(
@@ -265,13 +271,15 @@ def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
 
 def served_by_live_runners(using: str | None = None, now: datetime | None = None) -> Q:
     """The job rows some live runner would claim: of a kind it has a handler
-    for, in a queue it serves (`RunnerProcess.serves`). Matches no row when
+    for, in a queue it serves (`RunnerInfo.serves`). Matches no row when
     no runner is live."""
-    alias = using or DEFAULT_DB_ALIAS
-    now = now or timezone.now()
+    return _served(_runners(using or DEFAULT_DB_ALIAS, now or timezone.now()))
+
+
+def _served(runners: list[RunnerInfo]) -> Q:
     served = Q(pk__in=[])
-    for runner in RunnerProcess.objects.using(alias).all():
-        if not runner.is_gone(now):
+    for runner in runners:
+        if not runner.gone:
             served |= runner.serves()
     return served
 

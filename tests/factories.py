@@ -86,17 +86,22 @@ def entry_for(
 
 
 def make_runner_row(
-    hostname: str, kinds: list[str], heartbeat_at: datetime, queues: list[str] | None = None
+    hostname: str,
+    kinds: list[str],
+    heartbeat_at: datetime,
+    queues: list[str] | None = None,
+    **fields: Any,
 ) -> RunnerProcess:
-    """A runner's presence row, written directly: last heard from at `heartbeat_at`."""
+    """A runner's presence row, written directly: last heard from at
+    `heartbeat_at`; a field given in `fields` wins."""
+    values: dict[str, Any] = {
+        "pid": 1,
+        "version": "test",
+        "started_at": heartbeat_at - timedelta(hours=1),
+        "max_concurrent": 4,
+        "running": 1,
+        **fields,
+    }
     return RunnerProcess.objects.create(
-        hostname=hostname,
-        pid=1,
-        version="test",
-        started_at=heartbeat_at - timedelta(hours=1),
-        heartbeat_at=heartbeat_at,
-        max_concurrent=4,
-        running=1,
-        kinds=kinds,
-        queues=queues,
+        hostname=hostname, heartbeat_at=heartbeat_at, kinds=kinds, queues=queues, **values
     )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
@@ -65,8 +66,7 @@ def _help_text(name: str) -> str:
 class JobDetail:
     """The fieldsets and display methods of a job's page."""
 
-    #: Every field is a name (never a group), so the read-only list below is these.
-    _sections: ClassVar[list[tuple[str, dict[str, list[str]]]]] = [
+    fieldsets: ClassVar[_FieldsetSpec | None] = [
         (
             "Job",
             {
@@ -104,10 +104,7 @@ class JobDetail:
         ("Result", {"fields": ["result_json"], "classes": ["jobs-span"]}),
     ]
     #: The page is for reading: every field it shows is read-only.
-    fieldsets: ClassVar[_FieldsetSpec | None] = list(_sections)  # type: ignore[arg-type]
-    readonly_fields: ClassVar[_ListOrTuple[str]] = [
-        name for _, options in _sections for name in options["fields"]
-    ]
+    readonly_fields: ClassVar[_ListOrTuple[str]] = flatten_fieldsets(fieldsets or ())
 
     created_at_shown = _time("created_at")
     updated_at_shown = _time("updated_at")

@@ -321,15 +321,8 @@ def test_stats_prints_the_dashboards_counts_lag_recent_settles_slowest_kinds_and
         started_at=now - timedelta(seconds=9),
         finished_at=now,
     )
-    RunnerProcess.objects.create(
-        hostname="web-1",
-        pid=4242,
-        version="0.1.0",
-        started_at=now - timedelta(hours=1),
-        heartbeat_at=now,
-        max_concurrent=8,
-        running=1,
-        kinds=["test.record"],
+    factories.make_runner_row(
+        "web-1", ["test.record"], now, pid=4242, version="0.1.0", max_concurrent=8
     )
 
     status, output = jobs("stats")
