@@ -168,15 +168,22 @@ class Job(models.Model):
             models.UniqueConstraint(fields=["kind", "key", "live"], name="jobs_job_live_identity"),
         ]
         indexes = [
-            # Finding ready work: only live rows, in run_at order. A running
-            # row's run_at is always in the past, so one range on run_at
-            # serves both fresh work and expired leases, and a million
+            # Finding ready work: only live rows, in claim order (highest
+            # priority, then earliest run_at, then oldest). Within one
+            # priority a running row's run_at is always in the past, so one
+            # range on run_at serves both fresh work and expired leases; the
+            # claim walks the priorities present one index descent each, so
+            # rows queued for later are never read (`jobs.store`). A million
             # settled rows never enter the index.
             # The conditions read `live`, not `state`: a claim (queued to
             # running) then changes no indexed column, and PostgreSQL can
             # rewrite the row in place (a HOT update, see migration 0004)
             # instead of adding an entry to every index.
-            models.Index(fields=["run_at"], condition=LIVE_ROWS, name="jobs_job_ready"),
+            models.Index(
+                fields=["-priority", "run_at", "created_at"],
+                condition=LIVE_ROWS,
+                name="jobs_job_ready",
+            ),
             # The retention sweep: settled rows by age.
             models.Index(fields=["finished_at"], condition=SETTLED_ROWS, name="jobs_job_settled"),
             # The admin's job list: newest first, and the bounds of its date

@@ -72,15 +72,16 @@ _STATUS = {
 class JobsBackend(BaseTaskBackend):
     """Django tasks as durable jobs.
 
-    Supports: `run_after` (it becomes `run_at`), async task functions (run to
-    completion on the worker thread), and results from any process. Not
-    priority: jobs run in `run_at` order.
+    Supports: `run_after` (it becomes `run_at`), `priority` (the job's: higher
+    is claimed first), `queue_name` (the job's queue, which `runjobs --queue`
+    selects), async task functions (run to completion on the worker thread),
+    and results from any process.
     """
 
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False
+    supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -136,6 +137,8 @@ class JobsBackend(BaseTaskBackend):
             payload=payload,
             run_at=_run_at(task),
             queue=task.queue_name,
+            # Django lets a whole float through (5.0); the column holds integers.
+            priority=int(task.priority),
         )
         enqueue(spec, using=self.database, job_id=job_id)
         result = self.get_result(str(job_id))

@@ -67,6 +67,8 @@ CLAIM_COLUMNS = (
     "created_at",
     "finished_at",
     "errors",
+    "queue",
+    "priority",
 )
 
 #: The columns a claim writes from values it was given (`now`, and each
@@ -237,9 +239,23 @@ def loaded_job(values: dict[str, Any], using: str) -> Job:
     return job
 
 
-def in_run_at_order(claims: list[Claim]) -> list[Claim]:
-    """`claims` oldest `run_at` first; a claim whose `run_at` did not decode comes first."""
-    return sorted(claims, key=lambda claim: (claim.job.run_at is not None, claim.job.run_at or 0))
+def in_claim_order(claims: list[Claim]) -> list[Claim]:
+    """`claims` in the order the claim took them: highest priority, then oldest
+    `run_at`, then oldest row; a claim whose dates did not decode comes first
+    within its priority."""
+
+    def order(claim: Claim) -> tuple[Any, ...]:
+        job = claim.job
+        priority = job.priority if isinstance(job.priority, int) else 0
+        return (
+            -priority,
+            job.run_at is not None,
+            job.run_at or 0,
+            job.created_at is not None,
+            job.created_at or 0,
+        )
+
+    return sorted(claims, key=order)
 
 
 def decode_errors(value: Any) -> Any:

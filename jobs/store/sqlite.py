@@ -26,7 +26,7 @@ from jobs.store.rows import (
     Claim,
     claims_from_rows,
     decode_uuid,
-    in_run_at_order,
+    in_claim_order,
     lease_ends,
     queue_filter,
     text_datetime,
@@ -43,13 +43,28 @@ _READY = """
     AND (state = 'queued' OR lease_expires_at <= %s)
 """
 
-#: The ready rows, oldest run_at first, with the state each is in, and the
-#: runner and start of the attempt a reclaim takes it from.
-SELECT_READY_SQL = (
-    "SELECT id, state, claimed_by, CAST(started_at AS TEXT) FROM jobs_job WHERE "
-    + _READY
-    + " ORDER BY run_at LIMIT %s"
+#: The next priority below `%s` that live rows hold: one descent of the
+#: ready index. The claim walks the priorities this way, highest first, and
+#: reads each one's ready rows by a range on run_at, so rows queued for
+#: later are never read (reading the index in its own order would read
+#: every one of them, at every priority, before the next priority's).
+NEXT_LEVEL_SQL = (
+    "SELECT priority FROM jobs_job INDEXED BY jobs_job_ready"
+    " WHERE live = 1 AND priority < %s ORDER BY priority DESC LIMIT 1"
 )
+
+#: One priority's ready rows in claim order (oldest run_at, then oldest
+#: row), with the state each is in, and the runner and start of the attempt
+#: a reclaim takes it from.
+SELECT_READY_SQL = (
+    "SELECT id, state, claimed_by, CAST(started_at AS TEXT) FROM jobs_job"
+    " INDEXED BY jobs_job_ready WHERE priority = %s AND "
+    + _READY
+    + " ORDER BY run_at, created_at LIMIT %s"
+)
+
+#: Above every priority a row can hold (`jobs.spec.PRIORITY_MAX`).
+_ABOVE_ALL = 1 << 15
 
 #: Move the chosen rows to running, count the attempt and write each kind's
 #: lease, only where they are still ready.
@@ -133,8 +148,18 @@ class SQLiteStore(OrmStore):
         ready_params: list[Any] = [at, *kinds, *(queues or ()), at]
         scope = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("+queue", queues)}
         with self.pass_transaction(), self.runner_cursor() as cursor:
-            cursor.execute(SELECT_READY_SQL.format(**scope), [*ready_params, limit])
-            prior = {str(row[0]): row[1:] for row in cursor.fetchall()}
+            prior: dict[str, tuple[Any, ...]] = {}
+            level: int | None = _ABOVE_ALL
+            while len(prior) < limit:
+                cursor.execute(NEXT_LEVEL_SQL, [level])
+                found = cursor.fetchone()
+                if found is None:
+                    break
+                level = found[0]
+                cursor.execute(
+                    SELECT_READY_SQL.format(**scope), [level, *ready_params, limit - len(prior)]
+                )
+                prior.update((str(row[0]), row[1:]) for row in cursor.fetchall())
             if not prior:
                 return []
             ends = lease_ends(now, leases)
@@ -157,7 +182,7 @@ class SQLiteStore(OrmStore):
             decode_datetime=text_datetime,
             runner=runner,
         )
-        return in_run_at_order(claims)
+        return in_claim_order(claims)
 
     # -- waking runners in other processes: a socket each (`sqlite_doorbell`) ----
 

@@ -1,6 +1,8 @@
 """Whether a claim stays cheap as history grows: the median claim of 8 with an
 empty table, then beside a million settled rows and a hundred thousand
-scheduled a month out. Through the store's own `claim`, in this process.
+scheduled a month out across 10 queues and 21 priorities (half of them above
+the ready rows', so the claim passes ten priorities holding only later
+work). Through the store's own `claim`, in this process.
 
 Its setup vacuums and analyzes (and compacts the table afterwards, so the
 next run does not insert into a bloated one): the question is the claim's

@@ -160,7 +160,8 @@ READY_SQL = {
 }
 
 #: Per vendor: kind %s rows, %s of them settled `done` a day ago; then %s
-#: queued a month out.
+#: queued a month out, across 10 queues and 21 priorities from -100 to 100
+#: (the ready rows a claim takes are at priority 0, below half of them).
 HISTORY_SQL = {
     "postgresql": (
         """
@@ -172,9 +173,10 @@ HISTORY_SQL = {
         """,
         """
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
-                              last_error, created_at, updated_at)
+                              last_error, created_at, updated_at, queue, priority)
         SELECT gen_random_uuid(), %s, 'f' || n, '{}', 'queued', 0, 5,
-               now() + interval '30 days', '', now(), now()
+               now() + interval '30 days', '', now(), now(),
+               'q' || (n %% 10), (n %% 21) * 10 - 100
         FROM generate_series(1, %s) AS n
         """,
     ),
@@ -191,9 +193,10 @@ HISTORY_SQL = {
         """,
         """
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts, run_at,
-                              last_error, created_at, updated_at)
+                              last_error, created_at, updated_at, queue, priority)
         SELECT lower(hex(randomblob(16))), k.kind, 'f' || n, '{}', 'queued', 0, 5,
-               datetime('now', '+30 days'), '', datetime('now'), datetime('now')
+               datetime('now', '+30 days'), '', datetime('now'), datetime('now'),
+               'q' || (n %% 10), (n %% 21) * 10 - 100
         FROM (SELECT %s AS kind) AS k,
              (WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < %s)
               SELECT n FROM s)

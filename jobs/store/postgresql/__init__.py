@@ -31,7 +31,7 @@ from jobs.store.base import NewJob
 from jobs.store.orm import OrmStore
 from jobs.store.postgresql import driver, sql
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
-from jobs.store.rows import Claim, claim_from_row, in_run_at_order, lease_ends, loaded_datetime
+from jobs.store.rows import Claim, claim_from_row, in_claim_order, lease_ends, loaded_datetime
 
 #: Rows per statement of `insert_many`. The statements go out in one pipeline,
 #: so PostgreSQL inserts one while Python writes the arrays of the next, which
@@ -169,7 +169,7 @@ class PostgreSQLStore(OrmStore):
             )
             for row in rows
         ]
-        return in_run_at_order(claims)
+        return in_claim_order(claims)
 
     def estimated_rows(self) -> int | None:
         with self.connection.cursor() as cursor:

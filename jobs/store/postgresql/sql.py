@@ -20,7 +20,7 @@ from jobs.store.rows import CLAIM_COLUMNS
 #: was ~20% of a pass of 8.
 #:
 #: `enable_seqscan`, `enable_bitmapscan`, `enable_sort` off: the claim must
-#: read the ready rows from `jobs_job_ready` in run_at order and stop at its
+#: read the ready rows from `jobs_job_ready` in claim order and stop at its
 #: limit, and find every row it updates by primary key. Costed from the
 #: statistics it did not whenever they said the table was small (never
 #: analyzed, analyzed while empty, all dead rows after a drain and a sweep):
@@ -154,24 +154,49 @@ _SETTLE = f"""
     RETURNING j.id
 """
 
-#: Lock up to N ready rows, skipping rows another claim holds, oldest run_at
-#: first. The range on run_at serves both kinds of ready row from the
+#: The priorities live rows hold, highest first, found one index descent
+#: each (a loose scan of jobs_job_ready), and only as far as the claim
+#: below asks: with most work at one priority that is one or two descents.
+#: Reading the index in its own order instead (priority, then run_at) would
+#: also read, at every priority, each row queued for later before reaching
+#: the next priority: 100,000 future rows read by every idle poll.
+_LEVELS = """
+    levels(priority) AS (
+        (SELECT priority FROM jobs_job WHERE live ORDER BY priority DESC LIMIT 1)
+        UNION ALL
+        SELECT (SELECT lower.priority FROM jobs_job AS lower
+                WHERE lower.live AND lower.priority < levels.priority
+                ORDER BY lower.priority DESC LIMIT 1)
+        FROM levels WHERE levels.priority IS NOT NULL
+    )
+"""
+
+#: Lock up to N ready rows, skipping rows another claim holds, in claim
+#: order: priority by priority (`_LEVELS`, the nested loop keeping its
+#: order), and within one the oldest run_at, then the oldest row. At each
+#: priority the range on run_at serves both kinds of ready row from the
 #: jobs_job_ready index (`live` is its condition, which the planner must see
-#: here to use it): a running row's run_at is in the past too. Used as a
-#: MATERIALIZED CTE so it runs exactly once: as a subquery the planner may
-#: rescan it inside a join, and each rescan can lock more rows than LIMIT.
+#: here to use it): a running row's run_at is in the past too. The levels
+#: are walked lazily, so the walk stops at the priority that fills the
+#: claim. Used as a MATERIALIZED CTE so it runs exactly once: as a subquery
+#: the planner may rescan it inside a join, and each rescan can lock more
+#: rows than LIMIT.
 _READY = """
-    SELECT id, state AS prior_state, claimed_by AS prior_runner, started_at AS prior_started_at
-    FROM jobs_job
-    WHERE live AND state IN ('queued', 'running')
-      AND run_at <= %(now)s
-      AND kind = ANY(%(kinds)s::text[])
-      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-      AND (state = 'queued' OR lease_expires_at <= %(now)s)
-      {also}
-    ORDER BY run_at
+    SELECT level.* FROM levels CROSS JOIN LATERAL (
+        SELECT id, state AS prior_state, claimed_by AS prior_runner,
+               started_at AS prior_started_at
+        FROM jobs_job
+        WHERE live AND priority = levels.priority AND state IN ('queued', 'running')
+          AND run_at <= %(now)s
+          AND kind = ANY(%(kinds)s::text[])
+          AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+          AND (state = 'queued' OR lease_expires_at <= %(now)s)
+          {also}
+        ORDER BY run_at, created_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS level
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 """
 
 #: Move the locked rows to running, count the attempt, write each kind's
@@ -190,14 +215,15 @@ _CLAIM = f"""
 
 COMPLETE_MANY_SQL = _SETTLE
 
-CLAIM_SQL = f"WITH ready AS MATERIALIZED ({_READY.format(also='')}) {_CLAIM}"
+CLAIM_SQL = f"WITH RECURSIVE {_LEVELS}, ready AS MATERIALIZED ({_READY.format(also='')}) {_CLAIM}"
 
 #: A runner's whole pass in one statement and one commit: settle the attempts
 #: that ended Done, then claim up to N ready rows, never one being settled
 #: here. Rows come back tagged: 'settled' with only an id, or 'claimed' with
 #: the claim's columns and the state the row was in before.
 SETTLE_AND_CLAIM_SQL = f"""
-    WITH settled AS ({_SETTLE}),
+    WITH RECURSIVE settled AS ({_SETTLE}),
+    {_LEVELS},
     ready AS MATERIALIZED ({_READY.format(also="AND id <> ALL(%(ids)s::uuid[])")}),
     claimed AS ({_CLAIM})
     SELECT 'claimed' AS tag, claimed.* FROM claimed

@@ -66,9 +66,10 @@ def test_claim_returns_at_most_limit_rows_and_takes_the_oldest_run_at_first(stor
     assert Job.objects.filter(state=State.QUEUED).count() == 2, "the others stay queued"
 
 
-def test_claim_lists_the_claimed_rows_in_run_at_order(store):
-    """`Store.claim` promises its rows "in run_at order", and the runner hands them
-    to workers (and logs them) in the order the store returns them."""
+def test_claim_lists_the_claimed_rows_in_claim_order(store):
+    """`Store.claim` promises its rows in claim order (one priority here, so
+    oldest run_at first), and the runner hands them to workers (and logs them)
+    in the order the store returns them."""
     offsets = [7, 3, 11, 1, 9, 5, 12, 2, 10, 4, 8, 6]
     for n in offsets:
         queue(f"k{n}", run_at=T0 - timedelta(minutes=n))

@@ -1,8 +1,9 @@
 """The MySQL/MariaDB claim's reading of ready rows, whatever InnoDB believes
 about jobs_job.
 
-The claim reads its candidates (`select_ready`) one state at a time from the
-(state, run_at) index, each read stopping at its limit. Read as one
+The claim reads its candidates (`select_ready`) one state, and for queued
+rows one priority, at a time from the (state, priority, run_at, created_at)
+index, each read stopping at its limit. Read as one
 `state IN ('queued', 'running')` range, MariaDB read and sorted every ready
 row instead: 10,000 for a claim of 8 from a backlog of 10,000. Here rows read
 are counted with the session's handler counters, around that one statement.
@@ -24,7 +25,8 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from jobs.models import Job, State
-from jobs.store.mysql import CANDIDATES_PER_ROW, SELECT_READY_SQL, select_ready
+from jobs.store.mysql import select_ready
+from jobs.store.mysql.sql import CANDIDATES_PER_ROW, EXPIRED_SQL, SELECT_READY_SQL
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
 pytestmark = [
@@ -45,7 +47,8 @@ MANY_SETTLED = 100_000
 WANTED = 8 * CANDIDATES_PER_ROW
 
 #: Handler counters that count index entries read: one seek (`key`) per
-#: branch, then one step (`next`) per further row.
+#: branch and per descent to the next priority, then one step (`next`) per
+#: further row.
 INDEX_READS = (
     "Handler_read_key",
     "Handler_read_next",
@@ -53,6 +56,11 @@ INDEX_READS = (
     "Handler_read_first",
     "Handler_read_last",
 )
+
+#: Index seeks a statement of `select_ready` makes at most: one a branch, and
+#: up to two for each of the two reads of the next priority (as MariaDB's
+#: counters show them).
+SEEKS = 6
 
 #: Every row read, the union's few rows read back from its temporary table
 #: included (about three reads each): far below a backlog, whatever its size.
@@ -118,8 +126,8 @@ def test_a_claim_of_8_from_a_backlog_of_10000_reads_a_few_dozen_rows_whatever_th
     """The claim's reading must cost what the claim takes, not what waits: a
     burst after an outage is when claims must be quickest. `FORCE INDEX`
     leaves the optimizer one index and no other access path, and with
-    `state` equal to one value that index gives run_at order, so no
-    statistics state can bring back a scan or a sort."""
+    `state` (and `priority`) equal to one value that index gives run_at
+    order, so no statistics state can bring back a scan or a sort."""
     at = store.prepare("run_at", T0)
     with connection.cursor() as cursor:
         STATISTICS[statistics](cursor, at, store.prepare("run_at", T0 - timedelta(days=1)))
@@ -129,23 +137,24 @@ def test_a_claim_of_8_from_a_backlog_of_10000_reads_a_few_dozen_rows_whatever_th
         reads, candidates = _counted(cursor, lambda: select_ready(cursor, at, [KIND], WANTED))
 
     for line in plan:
-        assert (line["key"], line["type"]) == ("jobs_job_ready_by_state", "range"), (
-            f"{statistics}: each state's rows are a range of the (state, run_at) index:\n{plan}"
-        )
+        assert (line["key"], line["type"] in ("range", "ref")) == (
+            "jobs_job_ready_by_state",
+            True,
+        ), f"{statistics}: each branch reads a range of the (state, priority, ...) index:\n{plan}"
         assert "filesort" not in (line["Extra"] or ""), (
             f"{statistics}: the index gives each state's rows in run_at order, unsorted:\n{plan}"
         )
     assert len(candidates) == WANTED, f"{statistics}: the claim found its candidates"
     index_reads = sum(reads[name] for name in INDEX_READS)
-    assert index_reads <= WANTED + 2, (
-        f"{statistics}: each state's read stops at its limit, one seek a state: {reads}"
+    assert index_reads <= WANTED + SEEKS, (
+        f"{statistics}: each state's read stops at its limit: {reads}"
     )
     assert sum(reads.values()) <= MOST_ROWS_READ, (
         f"{statistics}: the statement reads a few dozen rows, not the backlog: {reads}"
     )
 
 
-def test_a_claim_takes_the_oldest_ready_rows_of_both_states_in_run_at_order(store):
+def test_a_claim_takes_the_oldest_ready_rows_of_both_states_in_claim_order(store):
     """Reading each state on its own must not change which rows a claim takes:
     an attempt whose lease expired has waited since its own run_at, and goes
     before queued rows younger than it."""
@@ -176,14 +185,15 @@ def test_a_claim_reads_no_row_not_yet_due_and_claims_no_running_row_whose_lease_
     store, statistics_held
 ):
     """Scheduled rows can far outnumber ready ones; a claim must not pay for
-    them. Running rows sit in the running range whatever their leases, so the
-    claim reads those under a live lease (at most the runners' slots) and
-    must leave them to their attempts."""
+    them, at its own priority or above. Running rows sit in the running range
+    whatever their leases, so the claim reads those under a live lease (at
+    most the runners' slots) and must leave them to their attempts."""
     at = store.prepare("run_at", T0)
+    later = store.prepare("run_at", T0 + timedelta(minutes=1))
     with connection.cursor() as cursor:
-        _rows(
-            cursor, BACKLOG, "queued", store.prepare("run_at", T0 + timedelta(minutes=1)), "later"
-        )
+        _rows(cursor, BACKLOG, "queued", later, "later")
+        for priority in (100, 50):
+            _rows(cursor, BACKLOG, "queued", later, f"later{priority}-", priority=priority)
         _rows(
             cursor,
             20,
@@ -197,7 +207,8 @@ def test_a_claim_reads_no_row_not_yet_due_and_claims_no_running_row_whose_lease_
 
     index_reads = sum(reads[name] for name in INDEX_READS)
     assert len(candidates) == 3, "only the three due queued rows are candidates"
-    assert index_reads <= 3 + 20 + 2 * 2, (
+    # Three statements (priorities 100, 50 and 0), each at most SEEKS seeks.
+    assert index_reads <= 3 + 20 + 3 * SEEKS, (
         f"the ready rows and the live leases are read, none of the rows not yet due: {reads}"
     )
 
@@ -224,9 +235,10 @@ def _running(key: str, *, minutes: int, lease_expires_at: datetime | None = None
 
 def _explain(cursor: CursorWrapper, at: Any) -> list[dict[str, Any]]:
     """The lines of `select_ready`'s plan that read jobs_job itself."""
+    running = EXPIRED_SQL.format(kinds="%s", queues="")
     cursor.execute(
-        "EXPLAIN " + SELECT_READY_SQL.format(kinds="%s", queues=""),
-        [at, KIND, WANTED, at, at, KIND, WANTED, WANTED],
+        "EXPLAIN " + SELECT_READY_SQL.format(kinds="%s", queues="", running=running),
+        [100, at, KIND, WANTED, at, at, KIND, WANTED, 100],
     )
     columns = [column[0] for column in cursor.description]
     lines = [dict(zip(columns, line, strict=True)) for line in cursor.fetchall()]
@@ -260,6 +272,7 @@ def _rows(
     *,
     step_ms: int = 0,
     lease_expires_at: Any = None,
+    priority: int = 0,
 ) -> None:
     """`count` rows of KIND in `state`, keyed `prefix` and a number n, due (and
     settled) at `at`, the n-th `step_ms` milliseconds earlier; one statement."""
@@ -270,11 +283,11 @@ def _rows(
         f"""
         INSERT INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
                               `max_attempts`, `run_at`, `lease_expires_at`, `last_error`,
-                              `created_at`, `updated_at`, `finished_at`)
+                              `created_at`, `updated_at`, `finished_at`, `priority`)
         SELECT REPLACE(UUID(), '-', ''), %s, CONCAT(%s, n), '{{}}', %s,
                CASE WHEN %s = 'queued' THEN 0 ELSE 1 END, 5,
                %s - INTERVAL n * %s MICROSECOND, %s, '', %s, %s,
-               CASE WHEN %s = 'done' THEN %s END
+               CASE WHEN %s = 'done' THEN %s END, %s
         FROM (SELECT {number} AS n FROM {numbers}) AS numbers
         WHERE n < %s
         """,
@@ -290,6 +303,7 @@ def _rows(
             at,
             state,
             at,
+            priority,
             count,
         ],
     )

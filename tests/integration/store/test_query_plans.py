@@ -92,11 +92,19 @@ def test_the_sqlite_claim_reads_ready_rows_from_their_index_in_order_whatever_sq
         _sqlite_rows(cursor, BURST, "queued", store.prepare("run_at", T0), prefix="burst")
         at = store.prepare("run_at", T0)
         sql = sqlite_store.SELECT_READY_SQL.format(kinds="%s", queues="")
-        cursor.execute("EXPLAIN QUERY PLAN " + sql, [at, KIND, at, 8])
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, [0, at, KIND, at, 8])
         plan = "\n".join(str(line[-1]) for line in cursor.fetchall())
+        cursor.execute("EXPLAIN QUERY PLAN " + sqlite_store.NEXT_LEVEL_SQL, [100])
+        levels = "\n".join(str(line[-1]) for line in cursor.fetchall())
 
-    assert "USING INDEX jobs_job_ready " in plan, f"the claim reads the ready index:\n{plan}"
+    assert "USING INDEX jobs_job_ready (priority=? AND run_at<?)" in plan, (
+        f"the claim reads one priority's ready rows as a range of the ready index:\n{plan}"
+    )
     assert "TEMP B-TREE" not in plan, f"the index gives the order, nothing is sorted:\n{plan}"
+    assert "INDEX jobs_job_ready (priority<?)" in levels, (
+        f"the next priority is one descent of the ready index:\n{levels}"
+    )
+    assert "TEMP B-TREE" not in levels, levels
 
 
 def _sqlite_rows(cursor: Any, count: int, state: str, at: Any, prefix: str = "") -> None:

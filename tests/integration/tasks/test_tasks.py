@@ -40,13 +40,13 @@ def drain(make_runner, configure):
 
 
 def test_the_backend_declares_what_it_supports():
-    """Each flag is a promise Django's callers rely on; priority is not one we keep."""
+    """Each flag is a promise Django's callers rely on."""
     backend = task_backends["default"]
     assert isinstance(backend, JobsBackend)
     assert backend.supports_defer
     assert backend.supports_async_task
     assert backend.supports_get_result
-    assert not backend.supports_priority
+    assert backend.supports_priority
 
 
 def test_an_enqueued_task_is_a_ready_job_row():
@@ -174,9 +174,35 @@ def test_run_after_becomes_run_at_and_the_task_waits_for_it(drain):
         assert tasks.add.get_result(result.id).return_value == 2
 
 
-def test_priority_is_refused_because_it_is_not_supported():
+def test_a_tasks_priority_becomes_its_jobs_priority():
+    result = tasks.add.using(priority=10).enqueue(1, 1)
+    assert Job.objects.get(pk=uuid.UUID(result.id)).priority == 10
+    assert tasks.add.get_result(result.id).task.priority == 10
+    # Django lets a whole float by, typed int or not.
+    whole = tasks.add.using(priority=-5.0).enqueue(1, 1)  # type: ignore[arg-type]
+    assert Job.objects.get(pk=uuid.UUID(whole.id)).priority == -5
+
+
+def test_a_priority_outside_djangos_range_is_refused_and_writes_nothing():
     with pytest.raises(InvalidTask, match="priority"):
-        tasks.add.using(priority=10)
+        tasks.add.using(priority=101).enqueue(1, 1)
+    assert not Job.objects.exists()
+
+
+def test_with_one_slot_the_higher_priority_task_runs_first(make_runner, configure):
+    """Django's Task API: a higher `priority` runs first."""
+    configure(max_concurrent=1)
+    low = tasks.add.using(priority=-10).enqueue(1, 1)
+    high = tasks.add.using(priority=10).enqueue(2, 2)
+    registry = Registry()
+    registry.register(TaskHandler)
+    runner = make_runner(registry=registry)
+
+    assert runner.run_pass()[0] == 1, "one slot, one claim"
+    assert runner.finish(10)
+
+    assert tasks.add.get_result(high.id).status == TaskResultStatus.SUCCESSFUL
+    assert tasks.add.get_result(low.id).status == TaskResultStatus.READY
 
 
 def test_aenqueue_and_aget_result_work_from_async_code(drain):

@@ -1,22 +1,21 @@
 """MySQL and MariaDB (8.4+ and 10.11+, as Django 6.1 requires): the claim as a
 locked read then an update, inside one transaction, and the insert as
 `INSERT IGNORE` on the identity constraint, one writer per identity at a time
-(see `GET_IDENTITY_LOCK_SQL` for why).
+(see `.sql.GET_IDENTITY_LOCK_SQL` for why).
 
 Both databases have `FOR UPDATE SKIP LOCKED`, so concurrent runners skip each
 other's rows as on PostgreSQL; neither has `UPDATE ... RETURNING` (MariaDB has
 it only for INSERT and DELETE), so the claim reads its candidates, locks them
-through the primary key (see `SELECT_READY_SQL` for why), updates them and
+through the primary key (see `.sql.SELECT_READY_SQL` for why), updates them and
 reads them back, still holding the locks; a batch settle likewise locks its
 rows and reads their fences, then updates them in one statement. Neither
 has partial indexes: the identity is the model's `(kind, key, live)` unique
-constraint, as everywhere, and migration 0003 adds a plain `(state, run_at)`
-index for the claim here.
+constraint, as everywhere, and migrations 0003 and 0010 add a plain
+`(state, priority, run_at, created_at)` index for the claim here.
 There is no LISTEN/NOTIFY: runners in other processes find new work at their
 next poll, as on SQLite.
 
-`key` is a reserved word, and MySQL reads double quotes as strings unless
-ANSI_QUOTES is on, so every identifier here is quoted with backticks.
+The verbs are here; their statements in `.sql`.
 """
 
 from __future__ import annotations
@@ -32,146 +31,17 @@ from django.db import DatabaseError, OperationalError, transaction
 
 from jobs.models import Job
 from jobs.store.base import NewJob
-from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL, OrmStore, with_ids
+from jobs.store.mysql import sql
+from jobs.store.orm import OrmStore, with_ids
 from jobs.store.rows import (
-    CLAIM_COLUMNS,
     Claim,
     claims_from_rows,
     decode_uuid,
-    in_run_at_order,
+    in_claim_order,
     lease_ends,
     naive_utc_datetime,
     queue_filter,
 )
-
-#: MySQL's warning code for a duplicate key: the only one an enqueue ignores.
-ER_DUP_ENTRY = 1062
-
-#: How long a write that takes an identity waits for another writer of the
-#: same identity (InnoDB's own default lock wait).
-IDENTITY_LOCK_SECONDS = 50
-
-#: Take the named lock of each identity, in the order given; 1 each when held.
-#: Why: InnoDB checks a unique key by share-locking the matching entries, and
-#: a just-released identity still has one (delete-marked until purge), so two
-#: writers taking it at once both share-lock it, both try to insert, and one
-#: dies in a deadlock that rolls back its caller's whole transaction. Writers
-#: of one identity take turns on this lock instead, for one statement each.
-GET_IDENTITY_LOCK_SQL = "GET_LOCK(%s, %s)"
-
-#: Release them.
-RELEASE_IDENTITY_LOCK_SQL = "RELEASE_LOCK(%s)"
-
-#: The identity of a row a requeue is about to make live again.
-IDENTITY_OF_SQL = "SELECT `kind`, `key` FROM jobs_job WHERE `id` = %s"
-
-_COLUMNS = ", ".join(f"`{column}`" for column in CLAIM_COLUMNS)
-
-#: One queued row's values; a spec without its own budget takes the config
-#: row's `max_attempts` in the same statement, as on the other databases.
-_VALUES = f"""
-    (%s, %s, %s, %s, 'queued', 0,
-     COALESCE(%s, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
-     %s, %s, NULL, '', %s, %s, %s, %s, NULL)
-"""
-
-#: Insert queued rows, skipping each whose identity a live row (or an earlier
-#: row of the same statement) holds: IGNORE turns the duplicate key on the
-#: identity constraint into a warning, so the caller's transaction goes on.
-INSERT_SQL = """
-    INSERT IGNORE INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
-                                 `max_attempts`, `run_at`, `deadline`, `lease_expires_at`,
-                                 `last_error`, `queue`, `priority`, `created_at`,
-                                 `updated_at`, `finished_at`)
-    VALUES {values}
-"""
-
-#: Which of the given ids exist: after a batch insert, the rows it inserted
-#: (the ids are fresh UUIDs, so any found is one of ours).
-INSERTED_SQL = "SELECT `id` FROM jobs_job WHERE `id` IN ({ids})"
-
-_READY = """
-    `state` IN ('queued', 'running')
-    AND `run_at` <= %s
-    AND `kind` IN ({kinds}) {queues}
-    AND (`state` = 'queued' OR `lease_expires_at` <= %s)
-"""
-
-#: The oldest ready rows, run_at first, read without locking anything: the
-#: claim's candidates. A locking read over the (state, run_at) index would
-#: also lock running rows on its way to the ready ones, and wait on them
-#: (MariaDB's SKIP LOCKED does not skip a row reached through a secondary
-#: index while another transaction settles it), which deadlocks against a
-#: runner settling its batch. So the claim locks by primary key only.
-#: One branch per state, each an equality on `state` and a range on
-#: `run_at`, so each reads the index in run_at order and stops at its limit;
-#: only the two branches' few rows are sorted. `state IN (...)` over the
-#: same index read and sorted every ready row (10,000 for a claim of 8 from
-#: a backlog of 10,000). The running branch also reads the running rows
-#: whose leases are live, older than the expired ones it finds: at most the
-#: runners' slots.
-#: `FORCE INDEX`: the (state, run_at) index reads live rows only, whatever
-#: the statistics say. Left to them, MariaDB read `jobs_job_ready` (run_at
-#: over every row, settled ones too, there being no partial index here) for
-#: a table new or analyzed empty, or for a backlog a tenth the size of its
-#: history, and scanned the whole table once its rows were deleted.
-SELECT_READY_SQL = """
-    (SELECT `id`, `run_at` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state)
-     WHERE `state` = 'queued' AND `run_at` <= %s AND `kind` IN ({kinds}) {queues}
-     ORDER BY `run_at` LIMIT %s)
-    UNION ALL
-    (SELECT `id`, `run_at` FROM jobs_job FORCE INDEX (jobs_job_ready_by_state)
-     WHERE `state` = 'running' AND `run_at` <= %s AND `lease_expires_at` <= %s
-       AND `kind` IN ({kinds}) {queues}
-     ORDER BY `run_at` LIMIT %s)
-    ORDER BY `run_at` LIMIT %s
-"""
-
-#: Lock those of the given candidates that are still ready, through the
-#: primary key, skipping rows another claim or a settle holds; reports each
-#: one's state, and the runner and start of the attempt a reclaim takes it
-#: from. No ORDER BY or LIMIT here: InnoDB locks every row it reads
-#: before sorting, so "the oldest N of these 4N" would lock all 4N and leave
-#: a runner claiming beside it nothing but locked rows. The claim instead
-#: passes only as many ids as it still wants (see `MySQLStore.claim`).
-LOCK_READY_SQL = (
-    "SELECT `id`, `state`, `claimed_by`, `started_at` FROM jobs_job FORCE INDEX (PRIMARY)"
-    " WHERE `id` IN ({ids}) AND " + _READY + " FOR UPDATE SKIP LOCKED"
-)
-
-#: How many candidates a claim reads per row it wants: runners racing for the
-#: same oldest rows skip each other's and still find enough.
-CANDIDATES_PER_ROW = 4
-
-#: Move the locked rows to running, count the attempt and write each kind's lease.
-CLAIM_SQL = """
-    UPDATE jobs_job
-    SET `state` = 'running', `attempts` = `attempts` + 1,
-        `lease_expires_at` = CASE `kind` {lease_cases} END,
-        `started_at` = %s, `updated_at` = %s, `claimed_by` = %s
-    WHERE `id` IN ({ids})
-"""
-
-#: Read the claimed rows back, still under the claim's locks.
-CLAIMED_SQL = f"SELECT {_COLUMNS} FROM jobs_job WHERE `id` IN ({{ids}})"
-
-#: A batch settle's first step: lock the batch's rows that are still running,
-#: through the primary key, and read each one's fence (attempt and lease), so
-#: the one update after it settles exactly the attempts that still own their
-#: rows. Two statements a batch instead of one fenced update a job: MySQL's
-#: UPDATE cannot say which rows it changed.
-LOCK_RUNNING_SQL = (
-    "SELECT `id`, `attempts`, `lease_expires_at` FROM jobs_job FORCE INDEX (PRIMARY)"
-    " WHERE `id` IN ({ids}) AND `state` = 'running' FOR UPDATE"
-)
-
-#: Settle the locked rows the batch still owns `done`, each keeping its result.
-COMPLETE_MANY_SQL = """
-    UPDATE jobs_job
-    SET `state` = 'done', `lease_expires_at` = NULL, `finished_at` = %s, `updated_at` = %s,
-        `result` = {result}
-    WHERE `id` IN ({ids})
-"""
 
 
 def _placeholders(count: int) -> str:
@@ -181,17 +51,43 @@ def _placeholders(count: int) -> str:
 def select_ready(
     cursor: Any, at: Any, kinds: Sequence[str], wanted: int, queues: Sequence[str] | None = None
 ) -> list[Any]:
-    """The ids of the `wanted` oldest rows of `kinds` (in `queues`, when given)
-    ready at `at` (a prepared datetime), oldest first, as the database gives
-    them: nothing is locked."""
+    """The ids of the first `wanted` rows of `kinds` (in `queues`, when given)
+    ready at `at` (a prepared datetime), in claim order: nothing is locked.
+
+    One statement per priority that queued rows hold, highest first, until
+    `wanted` are found or no priority is left.
+    """
     scope = [*kinds, *(queues or ())]
-    cursor.execute(
-        SELECT_READY_SQL.format(
-            kinds=_placeholders(len(kinds)), queues=queue_filter("`queue`", queues)
-        ),
-        [at, *scope, wanted, at, at, *scope, wanted, wanted],
+    placeholders = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("`queue`", queues)}
+    found: list[tuple[Any, ...]] = []
+    level: Any = sql.ABOVE_ALL
+    # Rows found that come before any row of a priority not read yet: every
+    # queued row found, and the expired running rows above that priority.
+    ahead = 0
+    while level is not None and ahead < wanted:
+        first = level == sql.ABOVE_ALL
+        cursor.execute(
+            sql.SELECT_READY_SQL.format(
+                running=sql.EXPIRED_SQL.format(**placeholders) if first else "", **placeholders
+            ),
+            [
+                level,
+                at,
+                *scope,
+                wanted - ahead,
+                *([at, at, *scope, wanted] if first else []),
+                level,
+            ],
+        )
+        rows = cursor.fetchall()
+        level = rows[-1][1]
+        found += rows[:-1]
+        ahead = len(found) if level is None else sum(1 for row in found if row[1] > level)
+    # A zero date written by hand reads as None: first, as in `in_claim_order`.
+    found.sort(
+        key=lambda row: (-row[1], row[2] is not None, row[2] or 0, row[3] is not None, row[3] or 0)
     )
-    return [row[0] for row in cursor.fetchall()]
+    return [row[0] for row in found]
 
 
 class MySQLStore(OrmStore):
@@ -216,7 +112,7 @@ class MySQLStore(OrmStore):
                 return [False] * len(rows)
             with self.connection.cursor() as cursor:
                 cursor.execute(
-                    INSERTED_SQL.format(ids=_placeholders(len(rows))),
+                    sql.INSERTED_SQL.format(ids=_placeholders(len(rows))),
                     [self.prepare("id", row.id) for row in rows],
                 )
                 found = {decode_uuid(found[0]) for found in cursor.fetchall()}
@@ -224,7 +120,7 @@ class MySQLStore(OrmStore):
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
         with self.connection.cursor() as cursor:
-            cursor.execute(IDENTITY_OF_SQL, [self.prepare("id", job_id)])
+            cursor.execute(sql.IDENTITY_OF_SQL, [self.prepare("id", job_id)])
             found = cursor.fetchone()
         if found is None:
             return False
@@ -249,14 +145,14 @@ class MySQLStore(OrmStore):
         )
         with self.connection.cursor() as cursor:
             cursor.execute(
-                "SELECT " + ", ".join([GET_IDENTITY_LOCK_SQL] * len(names)),
-                [value for name in names for value in (name, IDENTITY_LOCK_SECONDS)],
+                "SELECT " + ", ".join([sql.GET_IDENTITY_LOCK_SQL] * len(names)),
+                [value for name in names for value in (name, sql.IDENTITY_LOCK_SECONDS)],
             )
             held = cursor.fetchone() or ()
         try:
             if not all(flag == 1 for flag in held):
                 raise OperationalError(
-                    f"waited {IDENTITY_LOCK_SECONDS} s for another enqueue of the same job"
+                    f"waited {sql.IDENTITY_LOCK_SECONDS} s for another enqueue of the same job"
                 )
             yield
         finally:
@@ -265,7 +161,9 @@ class MySQLStore(OrmStore):
             # refuse any query, yet the lock is the connection's to release.
             raw = self.connection.connection.cursor()
             try:
-                raw.execute("SELECT " + ", ".join([RELEASE_IDENTITY_LOCK_SQL] * len(names)), names)
+                raw.execute(
+                    "SELECT " + ", ".join([sql.RELEASE_IDENTITY_LOCK_SQL] * len(names)), names
+                )
             finally:
                 raw.close()
 
@@ -292,12 +190,14 @@ class MySQLStore(OrmStore):
                 self.prepare("updated_at", row.now),
             ]
         with self.connection.cursor() as cursor:
-            cursor.execute(INSERT_SQL.format(values=", ".join([_VALUES] * len(rows))), params)
+            cursor.execute(
+                sql.INSERT_SQL.format(values=", ".join([sql.VALUES_SQL] * len(rows))), params
+            )
             inserted = cursor.rowcount
             raw = self.connection.connection
             if raw.warning_count():
                 for _level, code, message in raw.show_warnings():
-                    if code != ER_DUP_ENTRY:
+                    if code != sql.ER_DUP_ENTRY:
                         raise DatabaseError(f"enqueue refused by MySQL: {message}")
         return int(inserted)
 
@@ -313,7 +213,7 @@ class MySQLStore(OrmStore):
         ids = list(dict.fromkeys(job.id for job, _ in done))
         with self.pass_transaction(), self.runner_cursor() as cursor:
             cursor.execute(
-                LOCK_RUNNING_SQL.format(ids=_placeholders(len(ids))),
+                sql.LOCK_RUNNING_SQL.format(ids=_placeholders(len(ids))),
                 [self.prepare("id", job_id) for job_id in ids],
             )
             fences = [
@@ -331,7 +231,7 @@ class MySQLStore(OrmStore):
             )
             at = self.prepare("finished_at", now)
             cursor.execute(
-                COMPLETE_MANY_SQL.format(result=result_sql, ids=_placeholders(len(won))),
+                sql.COMPLETE_MANY_SQL.format(result=result_sql, ids=_placeholders(len(won))),
                 [at, at, *result_params, *prepared.values()],
             )
         return set(won)
@@ -351,7 +251,7 @@ class MySQLStore(OrmStore):
         ready_params: list[Any] = [at, *kinds, *(queues or ()), at]
         scope = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("`queue`", queues)}
         with self.pass_transaction(), self.runner_cursor() as cursor:
-            candidates = select_ready(cursor, at, kinds, limit * CANDIDATES_PER_ROW, queues)
+            candidates = select_ready(cursor, at, kinds, limit * sql.CANDIDATES_PER_ROW, queues)
             prior: dict[uuid.UUID, tuple[Any, ...]] = {}
             # Oldest first, a chunk the size of what is still wanted at a time:
             # the rows a chunk finds locked (another runner's claim) or no
@@ -360,7 +260,7 @@ class MySQLStore(OrmStore):
                 wanted = limit - len(prior)
                 chunk, candidates = candidates[:wanted], candidates[wanted:]
                 cursor.execute(
-                    LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), **scope),
+                    sql.LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), **scope),
                     [*chunk, *ready_params],
                 )
                 prior.update((decode_uuid(row[0]), row[1:]) for row in cursor.fetchall())
@@ -372,13 +272,13 @@ class MySQLStore(OrmStore):
             for kind in kinds:
                 lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
             cursor.execute(
-                CLAIM_SQL.format(
+                sql.CLAIM_SQL.format(
                     lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
                     ids=_placeholders(len(ids)),
                 ),
                 [*lease_params, at, at, runner, *ids],
             )
-            cursor.execute(CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
+            cursor.execute(sql.CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
             rows = cursor.fetchall()
         claims = claims_from_rows(
             rows,
@@ -389,4 +289,4 @@ class MySQLStore(OrmStore):
             decode_datetime=naive_utc_datetime,
             runner=runner,
         )
-        return in_run_at_order(claims)
+        return in_claim_order(claims)
