@@ -8,7 +8,7 @@ takes.
 from types import ModuleType
 
 from django.apps import AppConfig
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 
 from jobs.drivers import missing_driver
 
@@ -34,9 +34,12 @@ class JobsAppConfig(AppConfig):
         # Imported here, not at the top: these modules import the models,
         # which cannot load before Django has imported every app.
         from jobs import checks, sweep, tasks  # noqa: F401  (checks, sweep, task handler)
-        from jobs.models import JobsConfig
+        from jobs.models import Control, JobsConfig
         from jobs.registry import autodiscover
         from jobs.wakeup import config_saved
 
         post_save.connect(config_saved, sender=JobsConfig, dispatch_uid="jobs.wakeup.config_saved")
+        # The operator's controls reach runners as a config change does.
+        for signal in (post_save, post_delete):
+            signal.connect(config_saved, sender=Control, dispatch_uid=f"jobs.control.{signal}")
         autodiscover()

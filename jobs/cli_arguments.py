@@ -127,3 +127,30 @@ def database_alias(text: str) -> str:
             f"no database {text!r} in settings.DATABASES (known: {', '.join(known)})"
         )
     return text
+
+
+def queue_name(text: str) -> str:
+    """A queue's name, as a job's queue column takes it."""
+    from jobs.spec import queue_name_problem
+
+    if problem := queue_name_problem(text):
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def kind(text: str) -> str:
+    """A kind: 1 to 100 characters, as the column holds them."""
+    from jobs.controls import KIND_MAX_LENGTH
+
+    if not 0 < len(text) <= KIND_MAX_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"must be 1 to {KIND_MAX_LENGTH} characters, not {_shown(text)!r}"
+        )
+    return text
+
+
+def concurrency_limit(text: str) -> int:
+    """A kind's concurrency limit: a whole number from 0 (hold its jobs) up."""
+    from jobs.spec import CONCURRENCY_LIMIT_MAX
+
+    return whole_number((0, CONCURRENCY_LIMIT_MAX), " (0 holds every job of the kind)")(text)

@@ -54,8 +54,24 @@ def stats_lines(stats: Stats, unhandled: Sequence[str] = ()) -> list[str]:
     lines.append(f"Settled in the last hour:      {_counts(stats.last_hour)}")
     lines += kind_lines(stats)
     lines += runner_lines(stats)
+    lines += control_lines(stats)
     if unhandled:
         lines.append(f"Live kinds no live runner handles: {', '.join(unhandled)}")
+    return lines
+
+
+def control_lines(stats: Stats) -> list[str]:
+    """What the operator has paused or limited, by whom since when."""
+    lines = []
+    for control in stats.controls:
+        said = ["paused"] if control["paused"] else []
+        if control["concurrency_limit"] is not None:
+            said.append(f"concurrency limit {control['concurrency_limit']}")
+        since = control["since"].isoformat(timespec="seconds")
+        lines.append(
+            f"{control['scope'].capitalize()} {control['name']}: {', '.join(said)} "
+            f"(by {control['by']} since {since})"
+        )
     return lines
 
 

@@ -77,6 +77,11 @@ class JobHandler:
     queue: ClassVar[str] = DEFAULT_QUEUE
     #: Its priority likewise (-100 to 100, higher first).
     priority: ClassVar[int] = DEFAULT_PRIORITY
+    #: At most this many attempts of the kind running at once across every
+    #: runner and process (None: no limit; 0: hold the kind's jobs). Enforced
+    #: at each claim, so a change reaches the next claim of each runner that
+    #: runs the new code.
+    concurrency_limit: ClassVar[int | None] = None
     #: Whether the class overrides `completed`: the runner calls it only then,
     #: so a `Done` costs nothing extra for the handlers that do not.
     listens: ClassVar[bool] = False

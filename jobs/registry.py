@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobs.handlers import JobHandler
-from jobs.spec import priority_problem, queue_name_problem
+from jobs.spec import concurrency_limit_problem, priority_problem, queue_name_problem
 
 #: The module name looked for in every installed app.
 HANDLER_MODULE = "jobs"
@@ -33,6 +33,7 @@ class Registry:
         for problem in (
             queue_name_problem(handler_class.queue),
             priority_problem(handler_class.priority),
+            concurrency_limit_problem(handler_class.concurrency_limit),
         ):
             if problem:
                 raise ImproperlyConfigured(f"{handler_class.__qualname__}.{problem}")

@@ -37,6 +37,26 @@ PRIORITY_MIN, PRIORITY_MAX = -100, 100
 DEFAULT_PRIORITY = 0
 
 
+#: The largest `JobHandler.concurrency_limit`: far past any slot count, and
+#: what every database's integer column holds.
+CONCURRENCY_LIMIT_MAX = 100_000
+
+
+def concurrency_limit_problem(limit: object) -> str | None:
+    """Why `limit` cannot be a kind's concurrency limit, or None when it can:
+    None (no limit) or an integer from 0 (hold every job of the kind) up."""
+    if limit is None or (
+        isinstance(limit, int)
+        and not isinstance(limit, bool)
+        and 0 <= limit <= CONCURRENCY_LIMIT_MAX
+    ):
+        return None
+    return (
+        f"concurrency_limit must be None or an integer from 0 to {CONCURRENCY_LIMIT_MAX} "
+        f"(0 holds every job of the kind), got {limit!r}"
+    )
+
+
 def queue_name_problem(name: object) -> str | None:
     """Why `name` cannot be a queue name, or None when it can. Shared by the
     spec, the handler's class attribute and the `django.tasks` backend, so

@@ -19,7 +19,15 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.holding import Holders
-from jobs.models import LIVE_ROWS, SETTLED_ROWS, SETTLED_STATES, Job, RunnerProcess, State
+from jobs.models import (
+    LIVE_ROWS,
+    SETTLED_ROWS,
+    SETTLED_STATES,
+    Control,
+    Job,
+    RunnerProcess,
+    State,
+)
 from jobs.store import for_database
 
 
@@ -81,6 +89,9 @@ class Stats:
     unhandled_wait_seconds: float = 0.0
     #: Per kind, settles of the last hour: {"done": n, "failed": n}.
     kinds_last_hour: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The operator's controls in force: each paused queue or kind and each
+    #: kind's limit set in the database, with who set it and when.
+    controls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def healthy_running(self) -> int:
@@ -157,7 +168,26 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         unhandled=unhandled,
         unhandled_wait_seconds=unhandled_wait,
         kinds_last_hour=_kinds_last_hour(recent),
+        controls=_controls(alias),
     )
+
+
+def _controls(using: str) -> list[dict[str, Any]]:
+    """The usable control rows that pause something or set a limit."""
+    from jobs.controls import problem
+
+    return [
+        {
+            "scope": row.scope,
+            "name": row.name,
+            "paused": row.paused,
+            "concurrency_limit": row.concurrency_limit,
+            "by": row.changed_by,
+            "since": row.changed_at,
+        }
+        for row in Control.objects.using(using).order_by("scope", "name")
+        if problem(row) is None and (row.paused or row.concurrency_limit is not None)
+    ]
 
 
 def _live_counts(live: QuerySet[Job]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:

@@ -93,7 +93,8 @@ def wake_runners(using: str | None = None, *, notice: str = "", notified: bool =
 
 
 def config_saved(sender: type[Any], *, using: str, **kwargs: Any) -> None:
-    """`post_save` of `JobsConfig`: runners apply the change at once, not at their
+    """`post_save` of `JobsConfig` (and a `Control` saved or deleted): runners
+    apply the change at once, not at their
     next config check; those in this process see the save counted before the
     doorbell rings (`jobs.live_config.generation`)."""
     transaction.on_commit(live_config.saved, using=using)

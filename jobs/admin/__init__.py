@@ -15,10 +15,12 @@
   admin offers no way to add a second or delete it, and the list page goes
   straight to the form. Invalid values are refused by the form (the model's
   validators and `clean`) and never saved.
+- The operator's controls (`controls`): pause and resume a queue or kind, set
+  a kind's concurrency limit; each change stamped with who made it.
 
 Every page says things in the words of `jobs.presentation`, as
 `manage.py jobs` does; `display` marks them up. This module registers the
-three model admins with the default site; the others only define them.
+four model admins with the default site; the others only define them.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from __future__ import annotations
 from django.contrib import admin
 
 from jobs.admin.config import JobsConfigAdmin
+from jobs.admin.controls import ControlAdmin
 from jobs.admin.job import JobAdmin
 from jobs.admin.runners import RunnerProcessAdmin
-from jobs.models import Job, JobsConfig, RunnerProcess
+from jobs.models import Control, Job, JobsConfig, RunnerProcess
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(RunnerProcess, RunnerProcessAdmin)
 admin.site.register(JobsConfig, JobsConfigAdmin)
+admin.site.register(Control, ControlAdmin)
 
 __all__ = ["JobAdmin", "JobsConfigAdmin", "RunnerProcessAdmin"]

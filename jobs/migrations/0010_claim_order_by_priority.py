@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('live', True)), fields=['-priority', 'run_at', 'created_at'], name='jobs_job_ready'),
+            index=models.Index(condition=models.Q(('live', True)), fields=['-priority', '-run_at', '-created_at'], name='jobs_job_ready'),
         ),
         migrations.RunPython(_mysql_index, _undo_mysql_index, atomic=False),
     ]

@@ -30,7 +30,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connectio
 from django.utils import timezone
 
 from jobs import config as jobs_config
-from jobs import live_config, log, wakeup
+from jobs import controls, live_config, log, wakeup
 from jobs.config import JobsSettings
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
@@ -41,7 +41,7 @@ from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.runner.slots import Slots
-from jobs.store import for_database
+from jobs.store import for_database, limits
 
 #: The longest an idle runner goes without re-reading the config row, unless
 #: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
@@ -106,10 +106,15 @@ class Runner:
         #: is read again after the next pass's claims are handed on.
         self._config_due = threading.Event()
         self._config_generation = live_config.generation()
+        #: The operator's controls (paused queues and kinds, limits set in the
+        #: database), read with the config row.
+        self.read_controls = controls.LiveControls(self.using)
+        self.controls = controls.Controls()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
         try:
             self._current = self.settings()
+            self.controls = controls.applied(self.controls, self.read_controls())
         except (DatabaseError, InterfaceError):
             # The database is not answering yet: start from the initial config;
             # `run()` waits for the database and reads the row before claiming.
@@ -300,10 +305,21 @@ class Runner:
         share = self.slots.share(settings)
         free = max(0, share - running)
         budgets = self.executor.budgets(settings, now)
-        leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
+        leases, queues, paused = self.controls.scope(
+            {kind: lease_for(budget) for kind, budget in budgets.items()}, self.queues
+        )
         try:
-            won, claims = self.store.settle_and_claim(
-                batch.rows, now, leases, free, self.presence.name, self.queues
+            won, claims = limits.settle_and_claim(
+                self.store,
+                batch.rows,
+                now,
+                leases,
+                free,
+                self.presence.name,
+                queues,
+                self.controls.limits(limits.of(self.registry, leases), leases),
+                {},
+                paused,
             )
         except Exception as error:
             self.completer.batch_failed(batch, error)
@@ -330,8 +346,8 @@ class Runner:
                 self.completer.time_out(attempt, now)
 
     def _refresh(self, *, force: bool = False) -> JobsSettings:
-        """The config in force: read again when stale or `force`; tell maintenance
-        when it changed."""
+        """The config in force: read again (with the operator's controls) when
+        stale or `force`; tell maintenance when it changed."""
         generation = live_config.generation()
         if not (force or self._config_stale.is_set() or generation != self._config_generation):
             return self._current
@@ -339,6 +355,7 @@ class Runner:
         self._config_due.clear()
         self._config_generation = generation
         previous, self._current = self._current, self.settings()
+        self.controls = controls.applied(self.controls, self.read_controls())
         if self._current != previous:
             apply_config_change(previous, self._current)
         return self._current
@@ -358,9 +375,9 @@ class Runner:
             if step <= 0 or self.doorbell.wait(step):
                 return
             waited += step
-            before = self._current
+            before = (self._current, self.controls)
             try:
-                if self._refresh(force=True) != before:
+                if (self._refresh(force=True), self.controls) != before:
                     return
                 self.presence.beat(len(self.in_flight()), self.slots.share(self._current))
             except (DatabaseError, InterfaceError):

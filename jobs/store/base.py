@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 
@@ -104,9 +105,11 @@ class Store:
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> list[Claim]:
         """Claim up to `limit` ready rows of the kinds in `leases` (and, when
-        `queues` names some, in those queues only), in `run_at` order.
+        `queues` names some, in those queues only; never in `paused_queues`),
+        in claim order: highest priority, then earliest `run_at`, then oldest.
 
         Ready means `queued` with `run_at <= now`, or `running` with a lease
         that expired by `now`. Each claimed row becomes `running`, its
@@ -127,11 +130,24 @@ class Store:
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
         trips as the vendor allows, in one transaction (one commit per pass).
         Returns the settled ids and the claims."""
         raise NotImplementedError
+
+    @contextmanager
+    def gated(self, kinds: Sequence[str]) -> Iterator[set[str]]:
+        """A transaction in which this claim alone may claim each kind it yields,
+        of `kinds` (those under a concurrency limit): `jobs.store.limits`
+        counts and claims inside it. A kind another claim holds at that moment
+        is left out at once, never waited for; every gate held is let go when
+        the transaction ends, so the next claim of the kind sees this one's
+        rows. Where one transaction at a time writes (SQLite), that is every
+        kind."""
+        with transaction.atomic(using=self.using):
+            yield set(kinds)
 
     # -- fenced settles: each only while the attempt `job` describes owns the row
 

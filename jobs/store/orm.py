@@ -134,11 +134,13 @@ class OrmStore(Store):
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done:
-            return set(), self.claim(now, leases, limit, runner, queues)
+            return set(), self.claim(now, leases, limit, runner, queues, paused_queues)
         with transaction.atomic(using=self.using):
-            return self.complete_many(done, now), self.claim(now, leases, limit, runner, queues)
+            won = self.complete_many(done, now)
+            return won, self.claim(now, leases, limit, runner, queues, paused_queues)
 
     # -- fenced settles ------------------------------------------------------
 

@@ -327,12 +327,19 @@ def text_datetime(value: Any) -> datetime | None:
     return moment
 
 
-def queue_filter(column: str, queues: Sequence[str] | None) -> str:
+def queue_filter(column: str, queues: Sequence[str] | None, paused: Sequence[str] = ()) -> str:
     """The claim's condition on `column` for a runner serving only `queues`
-    (one placeholder each, after the kinds'), or nothing for one serving all."""
-    if not queues:
-        return ""
-    return f"AND {column} IN ({', '.join(['%s'] * len(queues))})"
+    (None: all) less the `paused` ones: a placeholder for each queue, then
+    for each paused one (`queue_params`), after the kinds'; or nothing."""
+    condition = f"AND {column} IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+    if paused:
+        condition += f" AND {column} NOT IN ({', '.join(['%s'] * len(paused))})"
+    return condition
+
+
+def queue_params(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> list[str]:
+    """The parameters of `queue_filter`'s condition, in its order."""
+    return [*(queues or ()), *paused]
 
 
 def naive_utc_datetime(value: Any) -> datetime | None:

@@ -29,6 +29,7 @@ from jobs.store.rows import (
     in_claim_order,
     lease_ends,
     queue_filter,
+    queue_params,
     text_datetime,
 )
 
@@ -140,13 +141,17 @@ class SQLiteStore(OrmStore):
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, *(queues or ()), at]
-        scope = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("+queue", queues)}
+        ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
+        scope = {
+            "kinds": _placeholders(len(kinds)),
+            "queues": queue_filter("+queue", queues, paused_queues),
+        }
         with self.pass_transaction(), self.runner_cursor() as cursor:
             prior: dict[str, tuple[Any, ...]] = {}
             level: int | None = _ABOVE_ALL

@@ -129,3 +129,18 @@ class ExitHandler(JobHandler):
     def run(self, job: Job) -> Done:
         _record(job)
         sys.exit(1)
+
+
+@register
+class LimitedHandler(JobHandler):
+    """Sleeps `payload["seconds"]` and succeeds; at most two attempts of the kind
+    at once across every runner (`concurrency_limit`)."""
+
+    kind = "test.limited"
+    concurrency_limit = 2
+
+    def run(self, job: Job) -> Done:
+        execution = _record(job)
+        time.sleep(float(job.payload.get("seconds", 0)))
+        _finish(execution)
+        return Done()

@@ -132,9 +132,13 @@ def test_a_handler_without_a_usable_kind_is_refused(registry, kind):
         ("priority", -101),
         ("priority", 2.5),
         ("priority", True),
+        ("concurrency_limit", -1),
+        ("concurrency_limit", 2.0),
+        ("concurrency_limit", False),
+        ("concurrency_limit", "4"),
     ],
 )
-def test_a_handler_with_a_queue_or_priority_no_job_could_take_is_refused_at_registration(
+def test_a_handler_with_a_queue_priority_or_limit_no_job_could_take_is_refused_at_registration(
     registry, attribute, value
 ):
     odd = type("Odd", (JobHandler,), {"kind": "orders.odd", attribute: value})
@@ -147,6 +151,14 @@ def test_a_handler_with_a_queue_or_priority_no_job_could_take_is_refused_at_regi
 def test_a_handler_names_the_default_queue_and_priority_zero_unless_it_sets_its_own(registry):
     registry.register(Ship)
     assert (Ship.queue, Ship.priority) == ("default", 0)
+    assert Ship.concurrency_limit is None, "no limit unless it sets one"
+
+
+@pytest.mark.parametrize("limit", [0, 1, 100_000])
+def test_a_handler_may_limit_its_kind_from_zero_which_holds_it_up(registry, limit):
+    limited = type("Limited", (JobHandler,), {"kind": "orders.limited", "concurrency_limit": limit})
+    registry.register(limited)
+    assert registry.get("orders.limited").concurrency_limit == limit
 
 
 def test_something_that_is_not_a_job_handler_subclass_is_refused(registry):

@@ -15,7 +15,7 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli, cli_arguments, cli_show, cli_stats, log
+from jobs import cli, cli_arguments, cli_controls, cli_show, cli_stats, log
 from jobs.cli_text import terminal_safe
 from jobs.drivers import missing_driver
 
@@ -43,7 +43,10 @@ class HelpFormatter(DjangoHelpFormatter, RawDescriptionHelpFormatter):
 
 
 class Command(BaseCommand):
-    help = "Browse and operate the job queue: list, show, retry, cancel, run-now, enqueue, stats."
+    help = (
+        "Browse and operate the job queue: list, show, retry, cancel, run-now, enqueue, "
+        "pause, resume, limit, stats."
+    )
     # Django's checks query the database before `handle` runs; an operator
     # whose database is down should read one sentence saying so, not the
     # checks' traceback. `manage.py check` runs them.
@@ -84,11 +87,7 @@ class Command(BaseCommand):
             "Exits 1 if any job was skipped.",
         )
         cancel.add_argument("ids", type=cli_arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
-        cancel.add_argument(
-            "--by",
-            default=None,
-            help="Who cancelled, kept in last_error (default cli:<your user name>).",
-        )
+        _by_argument(cancel, "Who cancelled, kept in last_error")
 
         run_now = _verb(
             verbs, "run-now", "Make queued jobs due now. Exits 1 if any job was skipped."
@@ -104,6 +103,40 @@ class Command(BaseCommand):
                 "Queue a job. Exits 1, writing nothing, if a live job already holds KIND:KEY.",
             )
         )
+
+        for name, help in (
+            (
+                "pause",
+                "Pause a queue or a kind: runners start no new attempt of it from "
+                "their next claim; running attempts finish, queued jobs wait, enqueue still works.",
+            ),
+            ("resume", "Resume a paused queue or kind."),
+        ):
+            control = _verb(verbs, name, help)
+            target = control.add_mutually_exclusive_group(required=True)
+            target.add_argument("--queue", type=cli_arguments.queue_name, help="A queue's name.")
+            target.add_argument("--kind", type=cli_arguments.kind, help="A kind.")
+            _by_argument(control)
+
+        limit = _verb(
+            verbs,
+            "limit",
+            "Set a kind's concurrency limit across every runner, in place of its handler's "
+            "(0 holds its jobs), from each runner's next claim; --clear gives it back.",
+        )
+        limit.add_argument("--kind", type=cli_arguments.kind, required=True, help="A kind.")
+        value = limit.add_mutually_exclusive_group(required=True)
+        value.add_argument(
+            "limit",
+            type=cli_arguments.concurrency_limit,
+            nargs="?",
+            metavar="N",
+            help="At most N attempts of the kind at once.",
+        )
+        value.add_argument(
+            "--clear", action="store_true", help="Use the handler's concurrency_limit again."
+        )
+        _by_argument(limit)
 
         stats = _verb(
             verbs,
@@ -170,9 +203,31 @@ class Command(BaseCommand):
                 max_attempts=options["max_attempts"],
                 using=using,
             )
+        elif verb in ("pause", "resume"):
+            scope = "queue" if options["queue"] else "kind"
+            status = cli_controls.pause(
+                write,
+                scope,
+                options[scope],
+                paused=verb == "pause",
+                by=options["by"] or cli.default_by(),
+                using=using,
+            )
+        elif verb == "limit":
+            status = cli_controls.limit(
+                write,
+                options["kind"],
+                None if options["clear"] else options["limit"],
+                by=options["by"] or cli.default_by(),
+                using=using,
+            )
         else:
             status = cli_stats.print_stats(write, as_json=options["json"], using=using)
         return status
+
+
+def _by_argument(parser: ArgumentParser, what: str = "Who did it, logged and kept") -> None:
+    parser.add_argument("--by", default=None, help=f"{what} (default cli:<your user name>).")
 
 
 def _verb(verbs: _SubParsersAction[ArgumentParser], name: str, help: str) -> ArgumentParser:

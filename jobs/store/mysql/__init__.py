@@ -41,6 +41,7 @@ from jobs.store.rows import (
     lease_ends,
     naive_utc_datetime,
     queue_filter,
+    queue_params,
 )
 
 
@@ -49,7 +50,12 @@ def _placeholders(count: int) -> str:
 
 
 def select_ready(
-    cursor: Any, at: Any, kinds: Sequence[str], wanted: int, queues: Sequence[str] | None = None
+    cursor: Any,
+    at: Any,
+    kinds: Sequence[str],
+    wanted: int,
+    queues: Sequence[str] | None = None,
+    paused_queues: Sequence[str] = (),
 ) -> list[Any]:
     """The ids of the first `wanted` rows of `kinds` (in `queues`, when given)
     ready at `at` (a prepared datetime), in claim order: nothing is locked.
@@ -57,8 +63,11 @@ def select_ready(
     One statement per priority that queued rows hold, highest first, until
     `wanted` are found or no priority is left.
     """
-    scope = [*kinds, *(queues or ())]
-    placeholders = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("`queue`", queues)}
+    scope = [*kinds, *queue_params(queues, paused_queues)]
+    placeholders = {
+        "kinds": _placeholders(len(kinds)),
+        "queues": queue_filter("`queue`", queues, paused_queues),
+    }
     found: list[tuple[Any, ...]] = []
     level: Any = sql.ABOVE_ALL
     # Rows found that come before any row of a priority not read yet: every
@@ -128,6 +137,46 @@ class MySQLStore(OrmStore):
             return super().requeue(job_id, now)
 
     @contextmanager
+    def gated(self, kinds: Sequence[str]) -> Iterator[set[str]]:
+        """A named lock per kind, tried without waiting. Named locks belong to the
+        connection, not the transaction, so each is let go only after the
+        transaction has ended (committed or not), never before its rows are
+        visible to the next claim of the kind."""
+        names = {kind: self._lock_name("jobs:limit:", kind) for kind in kinds}
+        held: set[str] = set()
+        if names:
+            with self.connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT " + ", ".join([sql.TRY_GATE_SQL] * len(names)), list(names.values())
+                )
+                flags = cursor.fetchone() or ()
+            held = {kind for kind, flag in zip(names, flags, strict=True) if flag == 1}
+        try:
+            with transaction.atomic(using=self.using):
+                yield held
+        finally:
+            self._release([names[kind] for kind in held])
+
+    def _lock_name(self, prefix: str, *parts: str) -> str:
+        """A named lock's name: `prefix` (what it guards), then a digest of this
+        database and `parts`; within MySQL's 64 characters."""
+        database = str(self.connection.settings_dict["NAME"])
+        return prefix + hashlib.sha1("\0".join([database, *parts]).encode()).hexdigest()
+
+    def _release(self, names: Sequence[str]) -> None:
+        """Let go of named locks this connection holds. On the driver's own cursor:
+        a refused statement may have marked the caller's atomic block for
+        rollback, and Django would then refuse any query, yet the locks are
+        the connection's to release."""
+        if not names:
+            return
+        raw = self.connection.connection.cursor()
+        try:
+            raw.execute("SELECT " + ", ".join([sql.RELEASE_IDENTITY_LOCK_SQL] * len(names)), names)
+        finally:
+            raw.close()
+
+    @contextmanager
     def _identities_locked(self, identities: Iterable[tuple[str, str]]) -> Iterator[None]:
         """Hold the named lock of each `(kind, key)` for the statement inside.
 
@@ -136,13 +185,7 @@ class MySQLStore(OrmStore):
         only the unique check and insert are serialised, never the caller's
         work. Taken in one sorted order, so two batches never deadlock.
         """
-        database = str(self.connection.settings_dict["NAME"])
-        names = sorted(
-            {
-                "jobs:" + hashlib.sha1(f"{database}\0{kind}\0{key}".encode()).hexdigest()
-                for kind, key in identities
-            }
-        )
+        names = sorted({self._lock_name("jobs:", kind, key) for kind, key in identities})
         with self.connection.cursor() as cursor:
             cursor.execute(
                 "SELECT " + ", ".join([sql.GET_IDENTITY_LOCK_SQL] * len(names)),
@@ -156,16 +199,7 @@ class MySQLStore(OrmStore):
                 )
             yield
         finally:
-            # On the driver's own cursor: a refused statement may have marked
-            # the caller's atomic block for rollback, and Django would then
-            # refuse any query, yet the lock is the connection's to release.
-            raw = self.connection.connection.cursor()
-            try:
-                raw.execute(
-                    "SELECT " + ", ".join([sql.RELEASE_IDENTITY_LOCK_SQL] * len(names)), names
-                )
-            finally:
-                raw.close()
+            self._release(names)
 
     def _insert(self, rows: Sequence[NewJob]) -> int:
         """Insert `rows` in one statement; how many were inserted.
@@ -243,15 +277,21 @@ class MySQLStore(OrmStore):
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, *(queues or ()), at]
-        scope = {"kinds": _placeholders(len(kinds)), "queues": queue_filter("`queue`", queues)}
+        ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
+        scope = {
+            "kinds": _placeholders(len(kinds)),
+            "queues": queue_filter("`queue`", queues, paused_queues),
+        }
         with self.pass_transaction(), self.runner_cursor() as cursor:
-            candidates = select_ready(cursor, at, kinds, limit * sql.CANDIDATES_PER_ROW, queues)
+            candidates = select_ready(
+                cursor, at, kinds, limit * sql.CANDIDATES_PER_ROW, queues, paused_queues
+            )
             prior: dict[uuid.UUID, tuple[Any, ...]] = {}
             # Oldest first, a chunk the size of what is still wanted at a time:
             # the rows a chunk finds locked (another runner's claim) or no

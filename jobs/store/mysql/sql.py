@@ -162,3 +162,7 @@ COMPLETE_MANY_SQL = """
         `result` = {result}
     WHERE `id` IN ({ids})
 """
+
+#: Take a kind's gate (`Store.gated`) if no other connection holds it: a named
+#: lock, 1 when taken, tried without waiting (timeout 0).
+TRY_GATE_SQL = "GET_LOCK(%s, 0)"

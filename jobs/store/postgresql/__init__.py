@@ -112,11 +112,15 @@ class PostgreSQLStore(OrmStore):
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done or limit < 1 or not leases:
-            return super().settle_and_claim(done, now, leases, limit, runner, queues)
+            return super().settle_and_claim(done, now, leases, limit, runner, queues, paused_queues)
         ends = lease_ends(now, leases)
-        params = {**_claim_params(now, ends, limit, runner, queues), **_settle_params(done)}
+        params = {
+            **_claim_params(now, ends, limit, runner, queues, paused_queues),
+            **_settle_params(done),
+        }
         rows = driver.fetch(
             self.connection,
             sql.SETTLE_AND_CLAIM_SQL,
@@ -136,11 +140,12 @@ class PostgreSQLStore(OrmStore):
         limit: int,
         runner: str = "",
         queues: Sequence[str] | None = None,
+        paused_queues: Sequence[str] = (),
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         ends = lease_ends(now, leases)
-        params = _claim_params(now, ends, limit, runner, queues)
+        params = _claim_params(now, ends, limit, runner, queues, paused_queues)
         rows = driver.fetch(
             self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True, quiet=True
         )
@@ -170,6 +175,18 @@ class PostgreSQLStore(OrmStore):
             for row in rows
         ]
         return in_claim_order(claims)
+
+    @contextlib.contextmanager
+    def gated(self, kinds: Sequence[str]) -> Iterator[set[str]]:
+        """A transaction-scoped advisory lock per kind, tried without waiting."""
+        with transaction.atomic(using=self.using):
+            if not kinds:
+                yield set()
+                return
+            with self.connection.cursor() as cursor:
+                cursor.execute(sql.GATES_SQL, [list(kinds)])
+                held = {row[0] for row in cursor.fetchall()}
+            yield held
 
     def estimated_rows(self) -> int | None:
         with self.connection.cursor() as cursor:
@@ -265,16 +282,19 @@ def _claim_params(
     limit: int,
     runner: str,
     queues: Sequence[str] | None,
+    paused_queues: Sequence[str],
 ) -> dict[str, Any]:
     """What the claim reads: the clock, each kind with its end of lease
     (`lease_ends`) as array literals, the limit, the claiming runner's name,
-    the queues it serves (NULL for all)."""
+    the queues it serves (NULL for all) and those paused (an empty array
+    for none: the prepared statement's plan is one for every pass)."""
     kinds = list(ends)
     return {
         "now": now,
         "runner": runner,
         "kinds": array_literal(kinds),
         "queues": array_literal(queues) if queues else None,
+        "paused": array_literal(paused_queues),
         "expires": plain_array_literal(ends[kind].isoformat() for kind in kinds),
         "limit": limit,
     }

@@ -26,8 +26,8 @@ from jobs.store.rows import CLAIM_COLUMNS
 #: analyzed, analyzed while empty, all dead rows after a drain and a sweep):
 #: a scan of the table and a sort looked cheapest, and that plan, made once,
 #: stayed while a burst of 20,000 rows drained at ~800 jobs/s instead of
-#: ~4,000. Off, such a path costs 10^10 more; the index scan in run_at order
-#: is the only way to the ready rows in claim order without a sort, so it
+#: ~4,000. Off, such a path costs 10^10 more; the index scan of a priority's
+#: range is the only way to its ready rows in claim order without a sort, so it
 #: wins whatever the statistics say (tests/integration/store/
 #: test_claim_plans_postgresql.py). No query shape could do this: to a
 #: planner that believes the table empty, every shape's scan costs nothing.
@@ -157,9 +157,12 @@ _SETTLE = f"""
 #: The priorities live rows hold, highest first, found one index descent
 #: each (a loose scan of jobs_job_ready), and only as far as the claim
 #: below asks: with most work at one priority that is one or two descents.
-#: Reading the index in its own order instead (priority, then run_at) would
-#: also read, at every priority, each row queued for later before reaching
-#: the next priority: 100,000 future rows read by every idle poll.
+#: Reading the index in claim order instead would also read, at every
+#: priority, each row queued for later before reaching the next priority:
+#: 100,000 future rows read by every idle poll. Each descent lands on its
+#: priority's newest entry, a live row (see the index), so it reads one
+#: entry; seeking the oldest, it read past every entry a drain had left
+#: behind, and a pass of 8 took a tenth longer.
 _LEVELS = """
     levels(priority) AS (
         (SELECT priority FROM jobs_job WHERE live ORDER BY priority DESC LIMIT 1)
@@ -175,8 +178,9 @@ _LEVELS = """
 #: order: priority by priority (`_LEVELS`, the nested loop keeping its
 #: order), and within one the oldest run_at, then the oldest row. At each
 #: priority the range on run_at serves both kinds of ready row from the
-#: jobs_job_ready index (`live` is its condition, which the planner must see
-#: here to use it): a running row's run_at is in the past too. The levels
+#: jobs_job_ready index, read backwards for oldest first (`live` is its
+#: condition, which the planner must see here to use it): a running row's
+#: run_at is in the past too. The levels
 #: are walked lazily, so the walk stops at the priority that fills the
 #: claim. Used as a MATERIALIZED CTE so it runs exactly once: as a subquery
 #: the planner may rescan it inside a join, and each rescan can lock more
@@ -190,6 +194,7 @@ _READY = """
           AND run_at <= %(now)s
           AND kind = ANY(%(kinds)s::text[])
           AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+          AND NOT queue = ANY(%(paused)s::text[])
           AND (state = 'queued' OR lease_expires_at <= %(now)s)
           {also}
         ORDER BY run_at, created_at
@@ -229,4 +234,16 @@ SETTLE_AND_CLAIM_SQL = f"""
     SELECT 'claimed' AS tag, claimed.* FROM claimed
     UNION ALL
     SELECT 'settled', settled.id, {", ".join(["NULL"] * len(CLAIM_COLUMNS))} FROM settled
+"""
+
+#: The first key of every advisory lock this project takes, so its gates never
+#: meet another application's advisory locks ("jobs" in ASCII).
+ADVISORY_LOCK_CLASS = 0x6A6F6273
+
+#: Of the given kinds, those whose gate this transaction could take at once
+#: (`Store.gated`): an advisory lock per kind, held to the transaction's end.
+#: Two kinds whose names hash alike share a gate, which only serialises them.
+GATES_SQL = f"""
+    SELECT kind FROM unnest(%s::text[]) AS kind
+    WHERE pg_try_advisory_xact_lock({ADVISORY_LOCK_CLASS}, hashtext(kind))
 """

@@ -44,6 +44,7 @@ PARAMS: dict[str, Any] = {
     "now": T0,
     "kinds": "{" + KIND + "}",
     "queues": None,
+    "paused": "{}",
     "expires": "{" + (T0 + LEASE).isoformat() + "}",
     "limit": 8,
     "ids": "{" + ",".join(str(uuid.uuid4()) for _ in range(8)) + "}",
@@ -111,7 +112,7 @@ def assert_ready_rows_come_in_claim_order(plans: dict[str, str], when: str) -> N
         nodes = [node.split("  (cost=")[0] for node in nodes if "(cost=" in node]
         # Without the alias a scan of the table a second time is given.
         nodes = [re.sub(r" on jobs_job \w+$", " on jobs_job", node) for node in nodes]
-        ready = ["Limit", "LockRows", "Index Scan using jobs_job_ready on jobs_job"]
+        ready = ["Limit", "LockRows", "Index Scan Backward using jobs_job_ready on jobs_job"]
         assert any(nodes[n : n + 3] == ready for n in range(len(nodes))), (
             f"{label}, {when}: each priority's ready rows are read from jobs_job_ready in "
             f"claim order, and the reading stops at the limit:\n{plan}"
@@ -133,7 +134,7 @@ def assert_ready_rows_come_in_claim_order(plans: dict[str, str], when: str) -> N
         assert all(
             scan
             in (
-                "Index Scan using jobs_job_ready",
+                "Index Scan Backward using jobs_job_ready",
                 "Index Only Scan using jobs_job_ready",
                 "Index Scan using jobs_job_pkey",
             )

@@ -168,19 +168,22 @@ class Job(models.Model):
             models.UniqueConstraint(fields=["kind", "key", "live"], name="jobs_job_live_identity"),
         ]
         indexes = [
-            # Finding ready work: only live rows, in claim order (highest
-            # priority, then earliest run_at, then oldest). Within one
-            # priority a running row's run_at is always in the past, so one
-            # range on run_at serves both fresh work and expired leases; the
-            # claim walks the priorities present one index descent each, so
-            # rows queued for later are never read (`jobs.store`). A million
-            # settled rows never enter the index.
+            # Finding ready work: only live rows, by priority and run_at. The
+            # claim walks the priorities present one index descent each, and
+            # reads each one's ready rows (a running row's run_at is in the
+            # past too) as one range on run_at, oldest first, so rows queued
+            # for later are never read (`jobs.store`). Every column descends:
+            # a descent to a priority lands on its newest rows, which are
+            # live, not on the oldest, where a drain leaves the entries of
+            # the rows it settled until vacuum clears them; the range is read
+            # backwards, which gives claim order. A million settled rows
+            # never enter the index.
             # The conditions read `live`, not `state`: a claim (queued to
             # running) then changes no indexed column, and PostgreSQL can
             # rewrite the row in place (a HOT update, see migration 0004)
             # instead of adding an entry to every index.
             models.Index(
-                fields=["-priority", "run_at", "created_at"],
+                fields=["-priority", "-run_at", "-created_at"],
                 condition=LIVE_ROWS,
                 name="jobs_job_ready",
             ),
@@ -372,3 +375,8 @@ def runner_name(hostname: str, pid: int, lane: int = 0, lanes: int = 1) -> str:
     return " ".join(filter(None, [f"{hostname}:{pid}", lane_label(lane, lanes)]))[
         :RUNNER_NAME_MAX_LENGTH
     ]
+
+
+# The routing models (concurrency limits, operator controls), kept apart for size.
+from jobs.models.routing import Control as Control  # noqa: E402
+from jobs.models.routing import LimitedAttempt as LimitedAttempt  # noqa: E402
