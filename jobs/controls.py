@@ -44,6 +44,8 @@ class Controls:
         of `queues` not paused (None for every queue), and the paused queues
         a claim of every queue must leave out. A runner whose queues are all
         paused claims nothing (no kind)."""
+        if not self.paused_kinds and not self.paused_queues:
+            return dict(leases), (None if queues is None else list(queues)), []
         kinds = {kind: lease for kind, lease in leases.items() if kind not in self.paused_kinds}
         if queues is None:
             return kinds, None, sorted(self.paused_queues)
@@ -53,6 +55,8 @@ class Controls:
     def limits(self, handler_limits: Mapping[str, int], kinds: Iterable[str]) -> dict[str, int]:
         """The limit in force for each of `kinds` that has one: the database's,
         else its handler's (`handler_limits`)."""
+        if not self.kind_limits and not handler_limits:
+            return {}
         limits = {}
         for kind in kinds:
             limit = self.kind_limits.get(kind, handler_limits.get(kind))

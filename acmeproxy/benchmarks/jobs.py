@@ -16,6 +16,9 @@ NOOP = "bench.noop"
 STAMP = "bench.stamp"
 #: A job whose first attempt fails and whose second succeeds.
 RETRY_ONCE = "bench.retry_once"
+#: A job that does nothing, of a kind the routing drain limits to 4 attempts
+#: at once (in the database, for that part only: `jobs limit`).
+LIMITED = "bench.limited"
 
 
 def payload(n: int) -> dict[str, Any]:
@@ -52,4 +55,14 @@ class RetryOnceHandler(JobHandler):
     def run(self, job: Job) -> Done | Retry:
         if job.attempts == 1:
             return Retry("the first attempt fails on purpose")
+        return Done()
+
+
+@register
+class LimitedHandler(JobHandler):
+    """A no-op: the routing drain's quarter whose kind it limits."""
+
+    kind = LIMITED
+
+    def run(self, job: Job) -> Done:
         return Done()

@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 
 from django.db import connections
@@ -33,6 +33,7 @@ def serve(
     grace: float = 30.0,
     lanes: int = 1,
     queues: Sequence[str] | None = None,
+    queue_caps: Mapping[str, int] | None = None,
 ) -> int:
     """Run the loop in this process until signalled (or drained, with `burst`); the exit status.
 
@@ -40,7 +41,10 @@ def serve(
     lane 0 on this thread, the others on threads of their own, each on its
     own connection. A signal stops them all; the grace period is shared.
     """
-    runners = [Runner(using=using, lane=lane, lanes=lanes, queues=queues) for lane in range(lanes)]
+    runners = [
+        Runner(using=using, lane=lane, lanes=lanes, queues=queues, queue_caps=queue_caps)
+        for lane in range(lanes)
+    ]
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

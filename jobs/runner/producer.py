@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings as django_settings
@@ -78,14 +78,19 @@ class Runner:
         lane: int = 0,
         lanes: int = 1,
         queues: Sequence[str] | None = None,
+        queue_caps: Mapping[str, int] | None = None,
     ) -> None:
         if not 0 <= lane < lanes:
             raise ValueError(f"lane {lane} of {lanes}: lanes are numbered from 0")
         self.lane, self.lanes = lane, lanes
         #: The queues this runner claims from; None for every queue.
         self.queues = tuple(queues) if queues else None
+        #: This lane's share of each queue's cap (`runjobs --queue NAME=N`).
+        self.queue_caps = limits.lane_shares(queue_caps or {}, lane, lanes)
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
+        #: Each kind's `JobHandler.concurrency_limit` (class attributes: read once).
+        self.handler_limits = limits.of(self.registry)
         self.clock = clock
         self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
@@ -131,7 +136,7 @@ class Runner:
         log.event(
             "runner_started",
             kinds=",".join(self.registry.kinds()) or "-",
-            queues=",".join(self.queues) if self.queues else "all",
+            queues=limits.said(self.queues, self.queue_caps),
             burst=burst,
         )
         if not self._start_up():
@@ -317,8 +322,8 @@ class Runner:
                 free,
                 self.presence.name,
                 queues,
-                self.controls.limits(limits.of(self.registry, leases), leases),
-                {},
+                self.controls.limits(self.handler_limits, leases),
+                limits.rooms(self.queue_caps, self.slots, batch.rows),
                 paused,
             )
         except Exception as error:

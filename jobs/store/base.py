@@ -69,6 +69,20 @@ class Store:
     def connection(self) -> BaseDatabaseWrapper:
         return connections[self.using]
 
+    def runner_cursor(self) -> Any:
+        """A cursor for a runner's own statements (its claims and batch settles),
+        kept out of the query log Django keeps under DEBUG unless someone is
+        reading it (`CaptureQueriesContext`): a runner started under Django's
+        default `DEBUG = True` paid for logging every pass, for a log nobody
+        reads outside a request."""
+        connection = self.connection
+        if connection.force_debug_cursor or not connection.queries_logged:
+            return connection.cursor()
+        connection.ensure_connection()
+        connection.validate_thread_sharing()
+        with connection.wrap_database_errors:
+            return connection.make_cursor(connection.create_cursor())
+
     def prepare(self, column: str, value: Any) -> Any:
         """A Python value as the database driver wants it for `column` of
         `jobs_job`: for statements written by hand, here and in tests."""
@@ -106,10 +120,14 @@ class Store:
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` ready rows of the kinds in `leases` (and, when
         `queues` names some, in those queues only; never in `paused_queues`),
         in claim order: highest priority, then earliest `run_at`, then oldest.
+        Where the store `applies_kind_caps`, at most `kind_caps[kind]` rows of
+        each kind it names (the first in claim order; others are taken in
+        their place, as far as the limit goes).
 
         Ready means `queued` with `run_at <= now`, or `running` with a lease
         that expired by `now`. Each claimed row becomes `running`, its
@@ -131,11 +149,16 @@ class Store:
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
         trips as the vendor allows, in one transaction (one commit per pass).
         Returns the settled ids and the claims."""
         raise NotImplementedError
+
+    #: Whether `claim` keeps to `kind_caps` in one statement. Where it does
+    #: not, `jobs.store.limits` claims at most the smallest cap at a time.
+    applies_kind_caps = False
 
     @contextmanager
     def gated(self, kinds: Sequence[str]) -> Iterator[set[str]]:

@@ -14,23 +14,25 @@ The count reads the kind's `LimitedAttempt` rows (at most its limit, never
 its backlog), deleting those whose attempts have ended (settled, reclaimed,
 or past their lease): settles never touch that table.
 
-Within those rooms the claim keeps claim order: it claims at most the
-smallest room left at a time (so no single statement can pass any room),
-drops each kind or queue whose room is spent, and claims again until its
-slots are full or nothing more is ready. A kind at its limit is passed over
-and lower priorities of other kinds are claimed, as the rule asks.
+Within those rooms the claim keeps claim order. Where the store keeps to
+kinds' caps in its own claim (`Store.applies_kind_caps`: PostgreSQL in the
+statement, MySQL in its choice of rows to lock), one claim takes every free
+slot, at most each kind's room of it; elsewhere (SQLite, and for a queue's
+room) a claim takes at most the smallest room left. Either way each kind or
+queue whose room is spent is dropped and the claim repeated until the slots
+are full or nothing more is ready. A kind at its limit is passed over and
+lower priorities of other kinds are claimed, as the rule asks.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Exists, OuterRef
-
-from jobs.models import Job, LimitedAttempt, State
+from jobs.models import Job
 from jobs.store.base import Store
 from jobs.store.rows import Claim, in_claim_order
 
@@ -38,61 +40,108 @@ if TYPE_CHECKING:
     from jobs.handlers import JobHandler
 
 
-def running(store: Store, kinds: Sequence[str], now: datetime) -> dict[str, int]:
+#: Each `LimitedAttempt` of the given kinds, and whether its attempt still
+#: runs (its job is `running` on that attempt, under a lease not yet ended).
+#: Written once, in SQL every database reads alike: through the ORM its
+#: compilation cost more than the statement, on every pass.
+RUNNING_SQL = """
+    SELECT s.job_id, s.kind,
+           CASE WHEN j.id IS NOT NULL AND s.lease_expires_at > %s THEN 1 ELSE 0 END
+    FROM jobs_limitedattempt s
+    LEFT JOIN jobs_job j ON j.id = s.job_id AND j.state = 'running' AND j.attempts = s.attempts
+    WHERE s.kind IN ({kinds})
+"""
+
+
+def running(store: Store, kinds: Sequence[str], now: datetime) -> tuple[dict[str, int], list[Any]]:
     """How many attempts of each of `kinds` are running, as their
-    `LimitedAttempt` rows say; those whose attempts have ended are deleted.
-    Call inside the gates' transaction."""
-    rows = (
-        LimitedAttempt.objects.using(store.using)
-        .filter(kind__in=kinds)
-        .annotate(
-            still=Exists(
-                Job.objects.filter(
-                    id=OuterRef("job_id"), state=State.RUNNING, attempts=OuterRef("attempts")
-                )
-            )
-        )
-        .values_list("job_id", "kind", "lease_expires_at", "still")
-    )
+    `LimitedAttempt` rows say, and the rows whose attempts have ended (for
+    `hold` to delete). Call inside the gates' transaction."""
     counts = dict.fromkeys(kinds, 0)
-    ended = []
-    for job_id, kind, lease_expires_at, still in rows:
-        if still and lease_expires_at > now:
-            counts[kind] += 1
-        else:
-            ended.append(job_id)
-    if ended:
-        LimitedAttempt.objects.using(store.using).filter(job_id__in=ended).delete()
-    return counts
+    ended: list[Any] = []
+    with store.runner_cursor() as cursor:
+        cursor.execute(
+            RUNNING_SQL.format(kinds=", ".join(["%s"] * len(kinds))),
+            [store.prepare("lease_expires_at", now), *kinds],
+        )
+        for job_id, kind, still in cursor.fetchall():
+            if still:
+                counts[kind] += 1
+            else:
+                ended.append(job_id)
+    return counts, ended
 
 
-def of(handlers: Iterable[JobHandler], leases: Mapping[str, timedelta]) -> dict[str, int]:
-    """The concurrency limit of each kind in `leases` whose handler sets one."""
+def of(handlers: Iterable[JobHandler]) -> dict[str, int]:
+    """The concurrency limit of each kind whose handler sets one."""
     return {
         handler.kind: handler.concurrency_limit
         for handler in handlers
-        if handler.concurrency_limit is not None and handler.kind in leases
+        if handler.concurrency_limit is not None
     }
 
 
-def hold(store: Store, claims: Sequence[Claim], kinds: set[str], now: datetime) -> None:
-    """Write a `LimitedAttempt` for each claim of `kinds`, in the claim's transaction."""
+def lane_shares(caps: Mapping[str, int], lane: int, lanes: int) -> dict[str, int]:
+    """Lane `lane`'s share of each queue's cap, the shares adding up to it (as
+    `max_concurrent` is shared between lanes)."""
+    shares = {}
+    for queue, cap in caps.items():
+        share, left_over = divmod(cap, lanes)
+        shares[queue] = share + (1 if lane < left_over else 0)
+    return shares
+
+
+def rooms(
+    caps: Mapping[str, int], slots: Any, settling: Iterable[tuple[Job, Any]]
+) -> dict[str, int]:
+    """The slots each capped queue may still take: its cap less the attempts of
+    it holding one of `slots` (`jobs.runner.slots.Slots`), those this pass
+    settles (`settling`) giving theirs back."""
+    if not caps:
+        return {}
+    taken = Counter(attempt.job.queue for attempt in slots.in_flight())
+    taken.subtract(job.queue for job, _ in settling)
+    return {queue: max(0, cap - taken[queue]) for queue, cap in caps.items()}
+
+
+def said(queues: Sequence[str] | None, caps: Mapping[str, int]) -> str:
+    """The queues served, as `runner_started` logs them: `emails=2,reports`, or `all`."""
+    if not queues:
+        return "all"
+    return ",".join(f"{queue}={caps[queue]}" if queue in caps else queue for queue in queues)
+
+
+#: Delete the given `LimitedAttempt` rows; insert one.
+DELETE_SQL = "DELETE FROM jobs_limitedattempt WHERE job_id IN ({ids})"
+INSERT_SQL = (
+    "INSERT INTO jobs_limitedattempt (job_id, kind, attempts, lease_expires_at) VALUES {rows}"
+)
+
+
+def hold(
+    store: Store, claims: Sequence[Claim], kinds: set[str], now: datetime, ended: Sequence[Any]
+) -> None:
+    """Delete the `ended` rows, and write a `LimitedAttempt` for each claim of
+    `kinds`: at most two statements, in the claim's transaction. A row left
+    for a claimed job by an attempt that ended unseen gives way too."""
     held = [claim.job for claim in claims if claim.job.kind in kinds]
-    if not held:
+    gone = [*ended, *(store.prepare("id", job.id) for job in held)]
+    if not gone:
         return
-    attempts = LimitedAttempt.objects.using(store.using)
-    # A row left for a job by an attempt that ended unseen gives way.
-    attempts.filter(job_id__in=[job.id for job in held]).delete()
-    attempts.bulk_create(
-        LimitedAttempt(
-            job_id=job.id,
-            kind=job.kind,
-            attempts=job.attempts,
-            # Always set by the claim; were it not, the attempt would count for nothing.
-            lease_expires_at=job.lease_expires_at or now,
-        )
-        for job in held
-    )
+    with store.runner_cursor() as cursor:
+        cursor.execute(DELETE_SQL.format(ids=", ".join(["%s"] * len(gone))), gone)
+        if not held:
+            return
+        values: list[Any] = []
+        for job in held:
+            values += [
+                store.prepare("id", job.id),
+                job.kind,
+                job.attempts,
+                # Always set by the claim; were it not, the attempt would count for nothing.
+                store.prepare("lease_expires_at", job.lease_expires_at or now),
+            ]
+        cursor.execute(INSERT_SQL.format(rows=", ".join(["(%s, %s, %s, %s)"] * len(held))), values)
 
 
 def settle_and_claim(
@@ -115,7 +164,7 @@ def settle_and_claim(
     if not limited and not queue_rooms:
         return store.settle_and_claim(done, now, leases, free, runner, queues, paused_queues)
     with store.gated(limited) as gated:
-        counts = running(store, sorted(gated), now) if gated else {}
+        counts, ended = running(store, sorted(gated), now) if gated else ({}, [])
         rooms: dict[str, int] = {
             kind: max(0, kind_limits[kind] - counts.get(kind, 0)) for kind in gated
         }
@@ -130,20 +179,25 @@ def settle_and_claim(
         claims: list[Claim] = []
         settled = not done
         while kinds and (served is None or served):
+            # A store that keeps to kinds' caps in its claim is given them and
+            # all the free slots; otherwise no statement may take more than
+            # the smallest room left. Queues' rooms are always taken that way.
+            caps = {kind: rooms[kind] for kind in kinds if kind in rooms}
             step = min(
                 [
                     free - len(claims),
-                    *(rooms[kind] for kind in kinds if kind in rooms),
+                    *(() if store.applies_kind_caps else caps.values()),
                     *(queue_room[queue] for queue in served or () if queue in queue_room),
                 ]
             )
             if step <= 0:
                 break
+            capped = caps if store.applies_kind_caps else None
             if settled:
-                taken = store.claim(now, kinds, step, runner, served, paused_queues)
+                taken = store.claim(now, kinds, step, runner, served, paused_queues, capped)
             else:
                 won, taken = store.settle_and_claim(
-                    done, now, kinds, step, runner, served, paused_queues
+                    done, now, kinds, step, runner, served, paused_queues, capped
                 )
                 settled = True
             claims += taken
@@ -152,12 +206,16 @@ def settle_and_claim(
                     rooms[claim.job.kind] -= 1
                 if claim.job.queue in queue_room:
                     queue_room[claim.job.queue] -= 1
-            kinds = {kind: lease for kind, lease in kinds.items() if rooms.get(kind, 1) > 0}
+            spent = [kind for kind in kinds if rooms.get(kind, 1) <= 0]
+            kinds = {kind: lease for kind, lease in kinds.items() if kind not in spent}
             if served is not None:
                 served = [queue for queue in served if queue_room.get(queue, 1) > 0]
-            if len(taken) < step:
-                break  # nothing more is ready for this claim
+            if len(taken) < step and not (spent and store.applies_kind_caps):
+                # Nothing more is ready for this claim (a capped claim may have
+                # passed over rows of a kind it just filled: it claims again
+                # without that kind).
+                break
         if not settled:
             won = store.complete_many(done, now)
-        hold(store, claims, gated, now)
+        hold(store, claims, gated, now, ended)
     return won, in_claim_order(claims)

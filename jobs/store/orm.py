@@ -57,20 +57,6 @@ INSERT_SQL = f"""
 class OrmStore(Store):
     """`Store`'s verbs as every database runs them, unless its vendor overrides one."""
 
-    def runner_cursor(self) -> Any:
-        """A cursor for a runner's own statements (its claims and batch settles),
-        kept out of the query log Django keeps under DEBUG unless someone is
-        reading it (`CaptureQueriesContext`): a runner started under Django's
-        default `DEBUG = True` paid for logging every pass, for a log nobody
-        reads outside a request."""
-        connection = self.connection
-        if connection.force_debug_cursor or not connection.queries_logged:
-            return connection.cursor()
-        connection.ensure_connection()
-        connection.validate_thread_sharing()
-        with connection.wrap_database_errors:
-            return connection.make_cursor(connection.create_cursor())
-
     def pass_transaction(self) -> Any:
         """The transaction of one step of a runner's pass (a claim, a batch settle):
         its own when alone, and no savepoint of its own inside `settle_and_claim`'s,
@@ -135,12 +121,14 @@ class OrmStore(Store):
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
+        args = (now, leases, limit, runner, queues, paused_queues, kind_caps)
         if not done:
-            return set(), self.claim(now, leases, limit, runner, queues, paused_queues)
+            return set(), self.claim(*args)
         with transaction.atomic(using=self.using):
             won = self.complete_many(done, now)
-            return won, self.claim(now, leases, limit, runner, queues, paused_queues)
+            return won, self.claim(*args)
 
     # -- fenced settles ------------------------------------------------------
 

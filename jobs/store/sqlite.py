@@ -142,6 +142,7 @@ class SQLiteStore(OrmStore):
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []

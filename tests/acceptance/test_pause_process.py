@@ -47,19 +47,24 @@ def started() -> int:
     return Execution.objects.filter(key__startswith="slow-").count()
 
 
-def test_a_queue_paused_while_it_drains_starts_nothing_new_and_a_resume_drains_it(runjobs):
+@pytest.mark.parametrize(
+    ("scope", "name", "applied"),
+    [
+        ("queue", "slow", "runner_controls_applied paused_queues=slow "),
+        ("kind", "test.sleep", "paused_kinds=test.sleep "),
+    ],
+)
+def test_a_queue_or_kind_paused_while_it_drains_starts_nothing_new_and_a_resume_drains_it(
+    runjobs, scope, name, applied
+):
     queue_slow_jobs()
     runner = runjobs(env={"TEST_SLEEP_LEASE": "30"})
     wait_until(lambda: started() >= 3, 60, "the runner is draining")
 
-    paused = jobs_command("pause", "--queue", "slow", "--by", "cli:tester")
+    paused = jobs_command("pause", f"--{scope}", name, "--by", "cli:tester")
     assert paused.returncode == 0, paused.stderr
-    assert "paused queue slow (by cli:tester)" in paused.stdout
-    wait_until(
-        lambda: "runner_controls_applied paused_queues=slow" in runner.output(),
-        30,
-        "the pause reaches the runner",
-    )
+    assert f"paused {scope} {name} (by cli:tester)" in paused.stdout
+    wait_until(lambda: applied in runner.output(), 30, "the pause reaches the runner")
     time.sleep(0.5)  # attempts claimed before the pause finish
     after_pause = started()
     time.sleep(1.5)
@@ -70,7 +75,7 @@ def test_a_queue_paused_while_it_drains_starts_nothing_new_and_a_resume_drains_i
         JOBS - after_pause
     ), "the waiting jobs are queued, their attempts unspent"
 
-    resumed = jobs_command("resume", "--queue", "slow", "--by", "cli:tester")
+    resumed = jobs_command("resume", f"--{scope}", name, "--by", "cli:tester")
     assert resumed.returncode == 0, resumed.stderr
     wait_until(
         lambda: Job.objects.filter(queue="slow", state="done").count() == JOBS, 60, "drained"

@@ -38,6 +38,17 @@ def test_a_runner_started_with_queue_emails_runs_only_emails_jobs(runjobs):
     assert waiting.count() == 4
 
 
+def test_a_runner_started_with_a_capped_queue_serves_it_and_says_its_cap(runjobs):
+    for n in range(3):
+        assert enqueue(JobSpec.now("test.record", f"mail-{n}").with_queue("emails"))
+
+    process = runjobs("--burst", "--queue", "emails=1", "--queue", "reports")
+
+    assert process.wait() == 0, process.output()
+    assert 'queues="emails=1,reports"' in process.output()
+    assert Execution.objects.count() == 3, "the capped queue drains, a slot at a time"
+
+
 def test_a_runner_started_with_two_queues_serves_both_and_no_other(runjobs):
     for name in ("emails", "reports", "default"):
         assert enqueue(JobSpec.now("test.record", name).with_queue(name))
@@ -62,7 +73,9 @@ def test_a_runner_started_with_queues_names_them_on_the_runners_page(runjobs):
     [
         ("mail queue", "letters, digits"),
         ("", "letters, digits"),
-        ("emails=2", "not supported yet"),
+        ("emails=0", "must be a whole number of slots"),
+        ("emails=two", "must be a whole number of slots"),
+        ("mail queue=2", "letters, digits"),
     ],
 )
 def test_a_queue_argument_no_queue_could_have_is_refused_with_exit_2(argument, said):

@@ -194,6 +194,7 @@ def test_benchjobs_runs_every_part_unless_parts_are_named():
 def test_benchjobs_names_every_part_it_can_run():
     assert set(PARTS) == {
         "drain",
+        "routing",
         "retry",
         "debug",
         "cold",

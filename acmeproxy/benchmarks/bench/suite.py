@@ -17,12 +17,23 @@ from dataclasses import dataclass
 from django.db import connection
 from django.utils import timezone
 
-from acmeproxy.benchmarks.bench import ceiling, drains, enqueue, latency, load, scale
+from acmeproxy.benchmarks.bench import ceiling, drains, enqueue, latency, load, routing, scale
 from acmeproxy.benchmarks.bench.measure import Check, Result, median_of, report_lines
 from acmeproxy.benchmarks.bench.ratios import checks, ratio_lines
 
 #: Every part, in the order they run; `benchjobs --part NAME` picks some.
-PARTS = ("drain", "retry", "debug", "cold", "load", "latency", "enqueue", "ceiling", "scale")
+PARTS = (
+    "drain",
+    "routing",
+    "retry",
+    "debug",
+    "cold",
+    "load",
+    "latency",
+    "enqueue",
+    "ceiling",
+    "scale",
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ def _as_met(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
     n, e = sizes.jobs, sizes.enqueues
     return {
         "drain": lambda: drains.as_met(n),
+        "routing": lambda: [*drains.as_met(n), *routing.routed(n)],
         "retry": lambda: drains.retrying(n),
         "debug": lambda: drains.debug_pair(n),
         "cold": lambda: drains.cold(n),
@@ -98,7 +110,7 @@ def _favourable(part: str, sizes: Sizes) -> Callable[[], list[Result]] | None:
 
 
 #: Parts whose figures are rates worth repeating for a median.
-REPEATED = ("drain", "retry", "debug", "enqueue")
+REPEATED = ("drain", "routing", "retry", "debug", "enqueue")
 
 
 def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = print) -> Report:

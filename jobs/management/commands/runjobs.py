@@ -43,16 +43,28 @@ def _lanes(text: str) -> int:
     return value
 
 
-def _queue(text: str) -> str:
-    """A queue name as `JobSpec` accepts it (argparse reports the error)."""
-    if "=" in text:
-        raise ArgumentTypeError(
-            f"{text!r}: a cap on a queue's share of the slots (NAME=N) is not supported yet; "
-            "give the queue's name alone"
-        )
-    if problem := queue_name_problem(text):
+#: The largest `--queue NAME=N` cap: far past any `max_concurrent`.
+MAX_QUEUE_CAP = 10_000
+
+
+def _queue(text: str) -> tuple[str, int | None]:
+    """A queue name as `JobSpec` accepts it, with its cap when given as NAME=N
+    (argparse reports the error)."""
+    name, _, cap_text = text.partition("=")
+    if problem := queue_name_problem(name):
         raise ArgumentTypeError(problem)
-    return text
+    if not _:
+        return name, None
+    try:
+        cap = int(cap_text)
+    except ValueError:
+        cap = 0
+    if not 1 <= cap <= MAX_QUEUE_CAP:
+        raise ArgumentTypeError(
+            f"{text!r}: the cap after {name}= must be a whole number of slots from 1 to "
+            f"{MAX_QUEUE_CAP:,}"
+        )
+    return name, cap
 
 
 class Command(BaseCommand):
@@ -90,10 +102,10 @@ class Command(BaseCommand):
             dest="queues",
             action="append",
             type=_queue,
-            metavar="NAME",
+            metavar="NAME[=N]",
             help=(
-                "Claim only jobs of this queue (repeatable). Without it the runner "
-                "serves every queue."
+                "Claim only jobs of this queue (repeatable); NAME=N gives the queue at "
+                "most N of this runner's slots. Without it the runner serves every queue."
             ),
         )
         parser.add_argument(
@@ -119,7 +131,8 @@ class Command(BaseCommand):
             burst=options["burst"],
             grace=options["grace"],
             lanes=options["lanes"],
-            queues=options["queues"],
+            queues=[name for name, _ in options["queues"]] if options["queues"] else None,
+            queue_caps={name: cap for name, cap in options["queues"] or () if cap is not None},
         )
         if status:
             sys.exit(status)

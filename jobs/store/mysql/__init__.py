@@ -57,8 +57,9 @@ def select_ready(
     queues: Sequence[str] | None = None,
     paused_queues: Sequence[str] = (),
 ) -> list[Any]:
-    """The ids of the first `wanted` rows of `kinds` (in `queues`, when given)
-    ready at `at` (a prepared datetime), in claim order: nothing is locked.
+    """The ids and kinds of the first `wanted` rows of `kinds` (in `queues`,
+    when given) ready at `at` (a prepared datetime), in claim order: nothing
+    is locked.
 
     One statement per priority that queued rows hold, highest first, until
     `wanted` are found or no priority is left.
@@ -96,10 +97,30 @@ def select_ready(
     found.sort(
         key=lambda row: (-row[1], row[2] is not None, row[2] or 0, row[3] is not None, row[3] or 0)
     )
-    return [row[0] for row in found]
+    return [(row[0], row[4]) for row in found]
+
+
+def _chunk(
+    candidates: list[tuple[Any, str]], wanted: int, rooms: dict[str, int]
+) -> tuple[list[tuple[Any, str]], list[tuple[Any, str]]]:
+    """The next `wanted` candidates whose kinds have room (each taking its
+    room as it is chosen), and the candidates after them."""
+    chunk: list[tuple[Any, str]] = []
+    for position, (job_id, kind) in enumerate(candidates):
+        if len(chunk) == wanted:
+            return chunk, candidates[position:]
+        if kind in rooms:
+            if rooms[kind] <= 0:
+                continue
+            rooms[kind] -= 1
+        chunk.append((job_id, kind))
+    return chunk, []
 
 
 class MySQLStore(OrmStore):
+    #: In the choice of candidates to lock (`_chunk`).
+    applies_kind_caps = True
+
     """Its own insert and claim; a requeue takes its identity's named lock."""
 
     def insert(self, row: NewJob) -> bool:
@@ -278,6 +299,7 @@ class MySQLStore(OrmStore):
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
@@ -293,17 +315,24 @@ class MySQLStore(OrmStore):
                 cursor, at, kinds, limit * sql.CANDIDATES_PER_ROW, queues, paused_queues
             )
             prior: dict[uuid.UUID, tuple[Any, ...]] = {}
-            # Oldest first, a chunk the size of what is still wanted at a time:
-            # the rows a chunk finds locked (another runner's claim) or no
-            # longer ready are made up from the next chunk.
+            rooms = dict(kind_caps or {})
+            # In claim order, a chunk the size of what is still wanted at a
+            # time: the rows a chunk finds locked (another runner's claim) or
+            # no longer ready are made up from the next chunk. A capped kind
+            # takes at most its room; its rows past that are passed over.
             while candidates and len(prior) < limit:
-                wanted = limit - len(prior)
-                chunk, candidates = candidates[:wanted], candidates[wanted:]
+                chunk, candidates = _chunk(candidates, limit - len(prior), rooms)
+                if not chunk:
+                    break
                 cursor.execute(
                     sql.LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), **scope),
-                    [*chunk, *ready_params],
+                    [*(job_id for job_id, _ in chunk), *ready_params],
                 )
-                prior.update((decode_uuid(row[0]), row[1:]) for row in cursor.fetchall())
+                locked = {row[0]: row[1:] for row in cursor.fetchall()}
+                for job_id, kind in chunk:
+                    if job_id not in locked and kind in rooms:
+                        rooms[kind] += 1  # not taken after all: its room is back
+                prior.update((decode_uuid(job_id), row) for job_id, row in locked.items())
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]

@@ -94,20 +94,20 @@ _NEXT_LEVEL = """
 #: analyzed empty, or for a backlog a tenth the size of its history, and
 #: scanned the whole table once its rows were deleted.
 SELECT_READY_SQL = f"""
-    (SELECT `id`, `priority`, `run_at`, `created_at` FROM jobs_job
+    (SELECT `id`, `priority`, `run_at`, `created_at`, `kind` FROM jobs_job
      FORCE INDEX (jobs_job_ready_by_state)
      WHERE `state` = 'queued' AND `priority` = {_NEXT_LEVEL} AND `run_at` <= %s
        AND `kind` IN ({{kinds}}) {{queues}}
      ORDER BY `run_at`, `created_at` LIMIT %s)
     {{running}}
     UNION ALL
-    (SELECT NULL, {_NEXT_LEVEL}, NULL, NULL)
+    (SELECT NULL, {_NEXT_LEVEL}, NULL, NULL, NULL)
 """
 
 #: `SELECT_READY_SQL`'s branch for the running rows whose leases expired.
 EXPIRED_SQL = """
     UNION ALL
-    (SELECT `id`, `priority`, `run_at`, `created_at` FROM jobs_job
+    (SELECT `id`, `priority`, `run_at`, `created_at`, `kind` FROM jobs_job
      FORCE INDEX (jobs_job_ready_by_state)
      WHERE `state` = 'running' AND `run_at` <= %s AND `lease_expires_at` <= %s
        AND `kind` IN ({kinds}) {queues}

@@ -41,6 +41,8 @@ INSERT_MANY_CHUNK = 1_000
 
 class PostgreSQLStore(OrmStore):
     wakes_other_processes = True
+    #: In the claim's own statement (`sql.CLAIM_CAPPED_SQL`).
+    applies_kind_caps = True
 
     def insert(self, row: NewJob) -> bool:
         """The portable insert with its notice, bound by the server and prepared
@@ -113,17 +115,20 @@ class PostgreSQLStore(OrmStore):
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> tuple[set[uuid.UUID], list[Claim]]:
         if not done or limit < 1 or not leases:
-            return super().settle_and_claim(done, now, leases, limit, runner, queues, paused_queues)
+            return super().settle_and_claim(
+                done, now, leases, limit, runner, queues, paused_queues, kind_caps
+            )
         ends = lease_ends(now, leases)
         params = {
-            **_claim_params(now, ends, limit, runner, queues, paused_queues),
+            **_claim_params(now, ends, limit, runner, queues, paused_queues, kind_caps),
             **_settle_params(done),
         }
         rows = driver.fetch(
             self.connection,
-            sql.SETTLE_AND_CLAIM_SQL,
+            sql.SETTLE_AND_CLAIM_CAPPED_SQL if kind_caps else sql.SETTLE_AND_CLAIM_SQL,
             params,
             plan_once=True,
             claimed_rows=True,
@@ -141,13 +146,19 @@ class PostgreSQLStore(OrmStore):
         runner: str = "",
         queues: Sequence[str] | None = None,
         paused_queues: Sequence[str] = (),
+        kind_caps: Mapping[str, int] | None = None,
     ) -> list[Claim]:
         if limit < 1 or not leases:
             return []
         ends = lease_ends(now, leases)
-        params = _claim_params(now, ends, limit, runner, queues, paused_queues)
+        params = _claim_params(now, ends, limit, runner, queues, paused_queues, kind_caps)
         rows = driver.fetch(
-            self.connection, sql.CLAIM_SQL, params, plan_once=True, claimed_rows=True, quiet=True
+            self.connection,
+            sql.CLAIM_CAPPED_SQL if kind_caps else sql.CLAIM_SQL,
+            params,
+            plan_once=True,
+            claimed_rows=True,
+            quiet=True,
         )
         return self._claims(rows, now, ends, runner)
 
@@ -283,13 +294,17 @@ def _claim_params(
     runner: str,
     queues: Sequence[str] | None,
     paused_queues: Sequence[str],
+    kind_caps: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """What the claim reads: the clock, each kind with its end of lease
     (`lease_ends`) as array literals, the limit, the claiming runner's name,
     the queues it serves (NULL for all) and those paused (an empty array
     for none: the prepared statement's plan is one for every pass)."""
     kinds = list(ends)
+    capped = list(kind_caps or {})
     return {
+        "cap_kinds": array_literal(capped),
+        "caps": plain_array_literal(str((kind_caps or {})[kind]) for kind in capped),
         "now": now,
         "runner": runner,
         "kinds": array_literal(kinds),

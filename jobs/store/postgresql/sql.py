@@ -188,7 +188,7 @@ _LEVELS = """
 _READY = """
     SELECT level.* FROM levels CROSS JOIN LATERAL (
         SELECT id, state AS prior_state, claimed_by AS prior_runner,
-               started_at AS prior_started_at
+               started_at AS prior_started_at, kind, priority, run_at, created_at
         FROM jobs_job
         WHERE live AND priority = levels.priority AND state IN ('queued', 'running')
           AND run_at <= %(now)s
@@ -204,9 +204,30 @@ _READY = """
     LIMIT %(limit)s
 """
 
-#: Move the locked rows to running, count the attempt, write each kind's
-#: lease and the claiming runner's name, reporting what each row was before.
-_CLAIM = f"""
+#: The locked rows a claim under kinds' caps (`jobs.store.limits`) takes: of
+#: each capped kind, at most its cap, the first in claim order; the rest stay
+#: queued and are let go at commit.
+_CAPPED = """
+    capped AS (
+        SELECT ranked.id FROM (
+            SELECT ready.id, cap.n AS cap,
+                   row_number() OVER (PARTITION BY ready.kind
+                                      ORDER BY ready.priority DESC, ready.run_at,
+                                               ready.created_at) AS nth
+            FROM ready
+            LEFT JOIN unnest(%(cap_kinds)s::text[], %(caps)s::integer[]) AS cap(kind, n)
+              ON cap.kind = ready.kind
+        ) AS ranked
+        WHERE ranked.cap IS NULL OR ranked.nth <= ranked.cap
+    )
+"""
+
+
+def _claim(source: str) -> str:
+    """Move the locked rows of `source` (a CTE of ids) to running, count the
+    attempt, write each kind's lease and the claiming runner's name,
+    reporting what each row was before."""
+    return f"""
     UPDATE jobs_job AS j
     SET state = 'running',
         attempts = j.attempts + 1,
@@ -214,27 +235,46 @@ _CLAIM = f"""
         started_at = %(now)s,
         updated_at = %(now)s,
         claimed_by = %(runner)s
-    WHERE j.id = ANY(ARRAY(SELECT id FROM ready)) AND {_NO_FLUSH_WAIT}
+    WHERE j.id = ANY(ARRAY(SELECT id FROM {source})) AND {_NO_FLUSH_WAIT}
     RETURNING {_RETURNING}, {_PRIOR}
 """
 
+
 COMPLETE_MANY_SQL = _SETTLE
 
-CLAIM_SQL = f"WITH RECURSIVE {_LEVELS}, ready AS MATERIALIZED ({_READY.format(also='')}) {_CLAIM}"
+_CLAIM_READY = f"WITH RECURSIVE {_LEVELS}, ready AS MATERIALIZED ({_READY.format(also='')})"
+CLAIM_SQL = f"{_CLAIM_READY} {_claim('ready')}"
+CLAIM_CAPPED_SQL = f"{_CLAIM_READY}, {_CAPPED} {_claim('capped')}"
 
 #: A runner's whole pass in one statement and one commit: settle the attempts
 #: that ended Done, then claim up to N ready rows, never one being settled
 #: here. Rows come back tagged: 'settled' with only an id, or 'claimed' with
 #: the claim's columns and the state the row was in before.
-SETTLE_AND_CLAIM_SQL = f"""
-    WITH RECURSIVE settled AS ({_SETTLE}),
-    {_LEVELS},
-    ready AS MATERIALIZED ({_READY.format(also="AND id <> ALL(%(ids)s::uuid[])")}),
-    claimed AS ({_CLAIM})
+_SETTLE_AND_CLAIM = """
+    WITH RECURSIVE settled AS ({settle}),
+    {levels},
+    ready AS MATERIALIZED ({ready}),{capped}
+    claimed AS ({claim})
     SELECT 'claimed' AS tag, claimed.* FROM claimed
     UNION ALL
-    SELECT 'settled', settled.id, {", ".join(["NULL"] * len(CLAIM_COLUMNS))} FROM settled
+    SELECT 'settled', settled.id, {nulls} FROM settled
 """
+
+
+def _settle_and_claim(capped: bool) -> str:
+    return _SETTLE_AND_CLAIM.format(
+        settle=_SETTLE,
+        levels=_LEVELS,
+        ready=_READY.format(also="AND id <> ALL(%(ids)s::uuid[])"),
+        capped=f" {_CAPPED}," if capped else "",
+        claim=_claim("capped" if capped else "ready"),
+        nulls=", ".join(["NULL"] * len(CLAIM_COLUMNS)),
+    )
+
+
+SETTLE_AND_CLAIM_SQL = _settle_and_claim(capped=False)
+#: The same, with kinds' caps (`CLAIM_CAPPED_SQL`).
+SETTLE_AND_CLAIM_CAPPED_SQL = _settle_and_claim(capped=True)
 
 #: The first key of every advisory lock this project takes, so its gates never
 #: meet another application's advisory locks ("jobs" in ASCII).

@@ -32,6 +32,7 @@ TINY = Sizes(
 #: The figures each part measures wherever it runs.
 EVERYWHERE = {
     "drain": {"drain.as_met", "drain.burst", "drain.burst_tuned", "drain.burst_lanes"},
+    "routing": {"drain.as_met", "drain.routed"},
     "retry": {"drain.retry_once"},
     "debug": {"debug.off", "debug.on"},
     "latency": {"latency.as_met", "latency.after_sweep", "latency.same_process"},

@@ -37,6 +37,11 @@ BURST = 20_000
 
 #: The statements whose plans must not depend on statistics.
 STATEMENTS = {"claim": pg_sql.CLAIM_SQL, "settle_and_claim": pg_sql.SETTLE_AND_CLAIM_SQL}
+#: The same under kinds' caps (`jobs.store.limits`).
+CAPPED_STATEMENTS = {
+    "claim_capped": pg_sql.CLAIM_CAPPED_SQL,
+    "settle_and_claim_capped": pg_sql.SETTLE_AND_CLAIM_CAPPED_SQL,
+}
 
 #: Values to explain them with: a pass of 8, settling 8 rows. A generic plan is
 #: made without looking at them.
@@ -45,6 +50,8 @@ PARAMS: dict[str, Any] = {
     "kinds": "{" + KIND + "}",
     "queues": None,
     "paused": "{}",
+    "cap_kinds": "{" + KIND + "}",
+    "caps": "{2}",
     "expires": "{" + (T0 + LEASE).isoformat() + "}",
     "limit": 8,
     "ids": "{" + ",".join(str(uuid.uuid4()) for _ in range(8)) + "}",
@@ -75,13 +82,13 @@ def own_jobs_table() -> None:
         assert cursor.fetchone() == (-1,), "the test's table has never been analyzed"
 
 
-def runner_plans(cursor: CursorWrapper) -> dict[str, str]:
+def runner_plans(cursor: CursorWrapper, statements: dict[str, str] = STATEMENTS) -> dict[str, str]:
     """Each statement's plan as the runner's connection makes it now: the
     driver gives this connection the runner's settings, then each statement
     is prepared (`PREPARE`) and its generic plan explained (`EXPLAIN EXECUTE`)."""
     driver.hot_cursor(connection, plan_once=True).close()
     plans = {}
-    for label, statement in STATEMENTS.items():
+    for label, statement in statements.items():
         names, text = _numbered(statement)
         name = f"jobs_plan_{label}_{uuid.uuid4().hex[:8]}"
         cursor.execute(f"PREPARE {name} AS {text}")
@@ -123,8 +130,15 @@ def assert_ready_rows_come_in_claim_order(plans: dict[str, str], when: str) -> N
             "Limit",
             "Index Only Scan using jobs_job_ready on jobs_job",
         ], f"{label}, {when}: the priorities are found by descents of jobs_job_ready:\n{plan}"
-        assert not [node for node in nodes if node.endswith("Sort")], (
-            f"{label}, {when}: nothing is sorted, the index gives the order:\n{plan}"
+        # Under caps, only the few locked rows are ranked per kind (a sort of
+        # the CTE's rows, at most the claim's limit).
+        sorts = [node for node in nodes if node.endswith("Sort")]
+        keys = [line.strip() for line in plan.splitlines() if "Sort Key:" in line]
+        assert len(sorts) == ("capped" in label), (
+            f"{label}, {when}: nothing is sorted but, under caps, the locked rows:\n{plan}"
+        )
+        assert all(re.match(r"Sort Key: ready_\d+\.kind, ", key) for key in keys), (
+            f"{label}, {when}: the sort ranks the locked rows (the ready CTE) per kind:\n{plan}"
         )
         scans = [
             found["node"]
@@ -222,3 +236,16 @@ def test_a_claim_planned_on_jobs_job_full_of_dead_rows_reads_a_burst_from_the_re
         assert_ready_rows_come_in_claim_order(runner_plans(cursor), "dead rows only")
         insert_ready(cursor, BURST)
         assert_ready_rows_come_in_claim_order(runner_plans(cursor), "dead rows, a burst")
+
+
+def test_a_claim_under_kinds_caps_reads_a_burst_from_the_ready_index_and_ranks_only_its_rows():
+    """The capped claim (a kind under its concurrency limit) keeps the plain
+    claim's reading; it only ranks the rows it locked, per kind."""
+    with connection.cursor() as cursor:
+        assert_ready_rows_come_in_claim_order(
+            runner_plans(cursor, CAPPED_STATEMENTS), "capped, never analyzed, empty"
+        )
+        insert_ready(cursor, BURST)
+        assert_ready_rows_come_in_claim_order(
+            runner_plans(cursor, CAPPED_STATEMENTS), "capped, a burst"
+        )
