@@ -122,11 +122,7 @@ def test_an_operator_logs_in_retries_a_failed_job_from_the_filtered_list_and_ope
     screenshot.unlink(missing_ok=True)
 
     with chromium_page() as page:
-        page.goto(f"{live_server.url}/admin/login/?next=/admin/jobs/job/")
-        page.fill("#id_username", "ops")
-        page.fill("#id_password", "a-long-password")
-        page.click("input[type=submit]")
-        page.wait_for_url(job_list)
+        log_in(page, live_server.url, "/admin/jobs/job/")
         assert page.locator(f"input[name=_selected_action][value='{failed.id}']").count() == 1, (
             "the job list shows the failed job after logging in"
         )
@@ -391,3 +387,31 @@ def test_the_job_list_dashboard_and_runners_page_fit_1280_and_1440_without_clipp
     assert not problems, (
         f"a page scrolls sideways, or clips a cell, a box or a badge:\n{pformat(problems)}"
     )
+
+
+def test_an_operator_pauses_a_queue_in_the_controls_page_and_the_dashboard_says_who(
+    live_server, transactional_db
+):
+    """Pausing as an operator does it: the Controls page's add form, clicked
+    through; the dashboard then names the paused queue and who paused it."""
+    User.objects.create_superuser("ops", "ops@example.com", "a-long-password")
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "controls.png"
+    screenshot.unlink(missing_ok=True)
+
+    with chromium_page() as page:
+        log_in(page, live_server.url, "/admin/jobs/control/add/")
+        page.select_option("#id_scope", "queue")
+        page.fill("#id_name", "emails")
+        page.check("#id_paused")
+        page.click("input[name=_save]")
+        page.wait_for_url(re.compile(r".*/admin/jobs/control/$"))
+        listed = page.locator("#result_list").inner_text()
+        page.goto(live_server.url + reverse("admin:jobs_dashboard"))
+        controls = page.locator(".jobs-controls").inner_text()
+        page.screenshot(path=screenshot, full_page=True)
+
+    assert ("emails" in listed, "admin:ops" in listed) == (True, True), listed
+    said = tuple(word in controls for word in ("emails", "paused", "admin:ops"))
+    assert said == (True, True, True), controls
+    assert screenshot.exists()
