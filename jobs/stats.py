@@ -70,7 +70,8 @@ class Stats:
     #: Live rows per kind and state.
     live_by_kind: dict[str, dict[str, int]]
     #: Seconds the oldest ready job of a kind some live runner handles has
-    #: waited past its run_at; 0 when none waits. Adding runners shortens it.
+    #: waited past its run_at, paused queues and kinds left out; 0 when none
+    #: waits. Adding runners shortens it.
     lag_seconds: float
     #: Settles in the last 5 minutes and the last hour, by state.
     last_5_minutes: dict[str, int]
@@ -152,13 +153,14 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     runners = _runners(alias, now)
     served = _served(runners)
     ready = live.filter(state=State.QUEUED, run_at__lte=now)
+    controls = _controls(alias)
     unhandled, unhandled_wait = _waiting(ready.exclude(served), now)
     return Stats(
         now=now,
         by_state=by_state,
         estimated=estimate is not None,
         live_by_kind=live_by_kind,
-        lag_seconds=_waiting(ready.filter(served), now, count=False)[1],
+        lag_seconds=_waiting(ready.filter(served).exclude(_paused(controls)), now, count=False)[1],
         last_5_minutes=last_5,
         last_hour=last_hour,
         slowest_kinds=_slowest_kinds(recent),
@@ -168,8 +170,18 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         unhandled=unhandled,
         unhandled_wait_seconds=unhandled_wait,
         kinds_last_hour=_kinds_last_hour(recent),
-        controls=_controls(alias),
+        controls=controls,
     )
+
+
+def _paused(controls: list[dict[str, Any]]) -> Q:
+    """The rows a pause in `controls` holds back: waiting by an operator's
+    choice, not for want of runners, so they are not the queue's lag."""
+    held = Q()
+    for control in controls:
+        if control["paused"]:
+            held |= Q(**{control["scope"]: control["name"]})
+    return held
 
 
 def _controls(using: str) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import pytest
 from django.contrib import admin
 from django.utils import timezone
 
+from jobs import controls
 from jobs.admin.filters import WaitingForHandlerFilter
 from jobs.models import Job, RunnerProcess
 from jobs.stats import collect, kinds_without_runner
@@ -76,3 +77,17 @@ def test_the_stats_name_the_queues_each_runner_serves(now):
 
     assert runners["mail-only"].queues == ["emails"]
     assert runners["everything"].queues is None
+
+
+@pytest.mark.parametrize(("scope", "name"), [("queue", "reports"), ("kind", "k")])
+def test_jobs_held_by_a_pause_are_not_the_queues_lag(now, scope, name):
+    """They wait by an operator's choice; more runners would not shorten it."""
+    make_runner("everything", now, None)
+    make_job("report", queue="reports", run_at=now - timedelta(minutes=10))
+    assert collect(now=now).lag_seconds == 10 * 60
+
+    controls.pause(scope, name, "test:operator")
+
+    stats = collect(now=now)
+    assert stats.lag_seconds == 0
+    assert [(c["scope"], c["name"], c["paused"]) for c in stats.controls] == [(scope, name, True)]
