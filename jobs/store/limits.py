@@ -11,8 +11,10 @@ another claim holds at that instant is left for the next pass: a claim never
 waits on one.
 
 The count reads the kind's `LimitedAttempt` rows (at most its limit, never
-its backlog), deleting those whose attempts have ended (settled, reclaimed,
-or past their lease): settles never touch that table.
+its backlog); those whose attempts have ended (settled, reclaimed, or past
+their lease) are deleted with the pass's own writes: settles never touch
+that table. Beside the claim, a pass that may take a limited kind costs four
+statements (the gate, the count, the delete, the insert).
 
 Within those rooms the claim keeps claim order. Where the store keeps to
 kinds' caps in its own claim (`Store.applies_kind_caps`: PostgreSQL in the

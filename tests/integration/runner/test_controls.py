@@ -130,3 +130,18 @@ def test_a_control_no_runner_could_use_is_refused_and_writes_nothing(call, said)
     with pytest.raises(ValueError, match=said):
         call()
     assert not Control.objects.exists()
+
+
+def test_a_pause_holds_only_the_queue_it_names_byte_for_byte(registry, make_runner):
+    """On MySQL too (the migration's collation): pausing "emails" leaves
+    "Emails" running, and each can have its own control row."""
+    mail = install(registry, Mail)
+    queued("test.mail", "lower", queue="emails")
+    queued("test.mail", "upper", queue="Emails")
+    controls.pause("queue", "emails", "test:operator")
+    controls.pause("queue", "Emails", "test:operator", paused=False)
+
+    make_runner(registry=registry).drain()
+
+    assert [key for key, _ in mail.runs] == ["upper"]
+    assert Control.objects.count() == 2

@@ -135,3 +135,21 @@ def test_a_kind_whose_gate_another_claim_holds_is_left_out_without_waiting(store
     assert keys(claims) == ["free"]
     _, later = claim(store)
     assert keys(later) == ["limited"], "once the gate is free the kind is claimed"
+
+
+def test_kinds_that_differ_only_in_case_are_limited_apart(store):
+    """Kinds compare byte for byte everywhere (on MySQL by the migration's
+    collation): "Test.Store"'s running attempt does not count towards
+    "test.store"'s limit."""
+    shouted = KIND.title()
+    leases = {KIND: LEASE, shouted: LEASE}
+    both = {KIND: 1, shouted: 1}
+    queue("upper", kind=shouted)
+    _, first = limits.settle_and_claim(store, [], T0, leases, 8, "host:1", None, both, {})
+    assert [claim.job.key for claim in first] == ["upper"]
+    queue("lower")
+
+    _, second = limits.settle_and_claim(store, [], T0, leases, 8, "host:1", None, both, {})
+
+    assert [claim.job.key for claim in second] == ["lower"]
+    assert LimitedAttempt.objects.filter(kind=KIND).count() == 1
