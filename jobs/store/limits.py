@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.models import Job
 from jobs.store.base import Store
-from jobs.store.rows import Claim, in_claim_order
+from jobs.store.rows import Claim, in_claim_order, placeholders
 
 if TYPE_CHECKING:
     from jobs.handlers import JobHandler
@@ -63,7 +63,7 @@ def running(store: Store, kinds: Sequence[str], now: datetime) -> tuple[dict[str
     ended: list[Any] = []
     with store.runner_cursor() as cursor:
         cursor.execute(
-            RUNNING_SQL.format(kinds=", ".join(["%s"] * len(kinds))),
+            RUNNING_SQL.format(kinds=placeholders(len(kinds))),
             [store.prepare("lease_expires_at", now), *kinds],
         )
         for job_id, kind, still in cursor.fetchall():
@@ -126,18 +126,22 @@ def hold(
     """Delete the `ended` rows, and write a `LimitedAttempt` for each claim of
     `kinds`: at most two statements, in the claim's transaction. A row left
     for a claimed job by an attempt that ended unseen gives way too."""
-    held = [claim.job for claim in claims if claim.job.kind in kinds]
-    gone = [*ended, *(store.prepare("id", job.id) for job in held)]
+    held = [
+        (store.prepare("id", claim.job.id), claim.job)
+        for claim in claims
+        if claim.job.kind in kinds
+    ]
+    gone = [*ended, *(job_id for job_id, _ in held)]
     if not gone:
         return
     with store.runner_cursor() as cursor:
-        cursor.execute(DELETE_SQL.format(ids=", ".join(["%s"] * len(gone))), gone)
+        cursor.execute(DELETE_SQL.format(ids=placeholders(len(gone))), gone)
         if not held:
             return
         values: list[Any] = []
-        for job in held:
+        for job_id, job in held:
             values += [
-                store.prepare("id", job.id),
+                job_id,
                 job.kind,
                 job.attempts,
                 # Always set by the claim; were it not, the attempt would count for nothing.

@@ -327,13 +327,18 @@ def text_datetime(value: Any) -> datetime | None:
     return moment
 
 
+def placeholders(count: int) -> str:
+    """`count` parameter placeholders for an `IN (...)` list."""
+    return ", ".join(["%s"] * count)
+
+
 def queue_filter(column: str, queues: Sequence[str] | None, paused: Sequence[str] = ()) -> str:
     """The claim's condition on `column` for a runner serving only `queues`
     (None: all) less the `paused` ones: a placeholder for each queue, then
     for each paused one (`queue_params`), after the kinds'; or nothing."""
-    condition = f"AND {column} IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+    condition = f"AND {column} IN ({placeholders(len(queues))})" if queues else ""
     if paused:
-        condition += f" AND {column} NOT IN ({', '.join(['%s'] * len(paused))})"
+        condition += f" AND {column} NOT IN ({placeholders(len(paused))})"
     return condition
 
 

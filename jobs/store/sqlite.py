@@ -28,6 +28,7 @@ from jobs.store.rows import (
     decode_uuid,
     in_claim_order,
     lease_ends,
+    placeholders,
     queue_filter,
     queue_params,
     text_datetime,
@@ -99,10 +100,6 @@ COMPLETE_MANY_SQL = """
 """
 
 
-def _placeholders(count: int) -> str:
-    return ", ".join(["%s"] * count)
-
-
 class SQLiteStore(OrmStore):
     """The portable insert and settles, with a claim and a batch settle of its own."""
 
@@ -127,7 +124,7 @@ class SQLiteStore(OrmStore):
             params += fence
         sql = COMPLETE_MANY_SQL.format(
             result=result_sql,
-            ids=_placeholders(len(ids)),
+            ids=placeholders(len(ids)),
             fences=", ".join(["(%s, %s, %s)"] * len(done)),
         )
         with self.pass_transaction(), self.runner_cursor() as cursor:
@@ -150,7 +147,7 @@ class SQLiteStore(OrmStore):
         at = self.prepare("run_at", now)
         ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
         scope = {
-            "kinds": _placeholders(len(kinds)),
+            "kinds": placeholders(len(kinds)),
             "queues": queue_filter("+queue", queues, paused_queues),
         }
         with self.pass_transaction(), self.runner_cursor() as cursor:
@@ -174,7 +171,7 @@ class SQLiteStore(OrmStore):
                 lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
             sql = CLAIM_SQL.format(
                 lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
-                ids=_placeholders(len(prior)),
+                ids=placeholders(len(prior)),
                 **scope,
             )
             cursor.execute(sql, [*lease_params, at, at, runner, *prior, *ready_params])

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from django.db import connection
 
 from jobs import JobSpec, enqueue_many
 from jobs.models import Job
@@ -98,3 +99,27 @@ def test_a_pause_survives_a_runner_restart(runjobs):
     again = runjobs("--burst")
     assert again.wait(120) == 0, again.output()
     assert started() == JOBS
+
+
+@pytest.mark.skipif(
+    connection.vendor == "mysql",
+    reason="MySQL wakes no runner across processes: a pause reaches it at its config check",
+)
+def test_a_pause_reaches_a_running_runner_at_once_where_saves_wake_runners(runjobs, configure):
+    """PostgreSQL's NOTIFY and SQLite's doorbell carry a control's save as they
+    carry the config row's: with the config check an hour away and the poll a
+    minute, the runner applies the pause within seconds."""
+    configure(poll_interval_ms=60_000)
+    runner = runjobs(env={"JOBS_CONFIG_CHECK_SECONDS": "3600"})
+    wait_until(lambda: "runner_started" in runner.output(), 30, "the runner is up")
+
+    paused = jobs_command("pause", "--queue", "slow")
+
+    assert paused.returncode == 0, paused.stderr
+    wait_until(
+        lambda: "runner_controls_applied paused_queues=slow" in runner.output(),
+        10,
+        "the pause reaches the runner long before its config check",
+    )
+    runner.process.send_signal(signal.SIGTERM)
+    assert runner.wait(30) == 0, runner.output()

@@ -40,13 +40,10 @@ from jobs.store.rows import (
     in_claim_order,
     lease_ends,
     naive_utc_datetime,
+    placeholders,
     queue_filter,
     queue_params,
 )
-
-
-def _placeholders(count: int) -> str:
-    return ", ".join(["%s"] * count)
 
 
 def select_ready(
@@ -65,8 +62,8 @@ def select_ready(
     `wanted` are found or no priority is left.
     """
     scope = [*kinds, *queue_params(queues, paused_queues)]
-    placeholders = {
-        "kinds": _placeholders(len(kinds)),
+    formats = {
+        "kinds": placeholders(len(kinds)),
         "queues": queue_filter("`queue`", queues, paused_queues),
     }
     found: list[tuple[Any, ...]] = []
@@ -78,7 +75,7 @@ def select_ready(
         first = level == sql.ABOVE_ALL
         cursor.execute(
             sql.SELECT_READY_SQL.format(
-                running=sql.EXPIRED_SQL.format(**placeholders) if first else "", **placeholders
+                running=sql.EXPIRED_SQL.format(**formats) if first else "", **formats
             ),
             [
                 level,
@@ -142,7 +139,7 @@ class MySQLStore(OrmStore):
                 return [False] * len(rows)
             with self.connection.cursor() as cursor:
                 cursor.execute(
-                    sql.INSERTED_SQL.format(ids=_placeholders(len(rows))),
+                    sql.INSERTED_SQL.format(ids=placeholders(len(rows))),
                     [self.prepare("id", row.id) for row in rows],
                 )
                 found = {decode_uuid(found[0]) for found in cursor.fetchall()}
@@ -268,7 +265,7 @@ class MySQLStore(OrmStore):
         ids = list(dict.fromkeys(job.id for job, _ in done))
         with self.pass_transaction(), self.runner_cursor() as cursor:
             cursor.execute(
-                sql.LOCK_RUNNING_SQL.format(ids=_placeholders(len(ids))),
+                sql.LOCK_RUNNING_SQL.format(ids=placeholders(len(ids))),
                 [self.prepare("id", job_id) for job_id in ids],
             )
             fences = [
@@ -286,7 +283,7 @@ class MySQLStore(OrmStore):
             )
             at = self.prepare("finished_at", now)
             cursor.execute(
-                sql.COMPLETE_MANY_SQL.format(result=result_sql, ids=_placeholders(len(won))),
+                sql.COMPLETE_MANY_SQL.format(result=result_sql, ids=placeholders(len(won))),
                 [at, at, *result_params, *prepared.values()],
             )
         return set(won)
@@ -307,7 +304,7 @@ class MySQLStore(OrmStore):
         at = self.prepare("run_at", now)
         ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
         scope = {
-            "kinds": _placeholders(len(kinds)),
+            "kinds": placeholders(len(kinds)),
             "queues": queue_filter("`queue`", queues, paused_queues),
         }
         with self.pass_transaction(), self.runner_cursor() as cursor:
@@ -325,7 +322,7 @@ class MySQLStore(OrmStore):
                 if not chunk:
                     break
                 cursor.execute(
-                    sql.LOCK_READY_SQL.format(ids=_placeholders(len(chunk)), **scope),
+                    sql.LOCK_READY_SQL.format(ids=placeholders(len(chunk)), **scope),
                     [*(job_id for job_id, _ in chunk), *ready_params],
                 )
                 locked = {row[0]: row[1:] for row in cursor.fetchall()}
@@ -343,11 +340,11 @@ class MySQLStore(OrmStore):
             cursor.execute(
                 sql.CLAIM_SQL.format(
                     lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
-                    ids=_placeholders(len(ids)),
+                    ids=placeholders(len(ids)),
                 ),
                 [*lease_params, at, at, runner, *ids],
             )
-            cursor.execute(sql.CLAIMED_SQL.format(ids=_placeholders(len(ids))), ids)
+            cursor.execute(sql.CLAIMED_SQL.format(ids=placeholders(len(ids))), ids)
             rows = cursor.fetchall()
         claims = claims_from_rows(
             rows,
