@@ -9,7 +9,11 @@ SKIP LOCKED), `jobs.E003` an unusable `settings.JOBS`, `jobs.E004` (with
 driver jobs needs is not installed (naming the extra that installs it),
 `jobs.E006` `TASKS` naming `jobs.tasks.JobsBackend` while `jobs` is not in
 `INSTALLED_APPS` (raised by the backend's own `check()`, which Django's tasks
-check calls: without the app, nothing in this module is ever imported).
+check calls: without the app, nothing in this module is ever imported),
+`jobs.E007` a schedule that cannot work (`JOBS_SCHEDULES` or a handler's
+`schedule`: a bad expression or zone, an unknown kind or task, both or
+neither of `cron` and `every`), one error per schedule, naming it; `runjobs`
+refuses to start with the same sentences.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from django.db import DatabaseError, connections
 from jobs import config
 from jobs.drivers import MissingDriver
 from jobs.models import JobsConfig
+from jobs.registry import registry
+from jobs.schedules import plan
 from jobs.store import for_database
 
 
@@ -80,3 +86,8 @@ def check_config_row(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessag
                 )
             )
     return found
+
+
+@checks.register()
+def check_schedules(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    return [checks.Error(problem, id="jobs.E007") for problem in plan.problems(registry)]

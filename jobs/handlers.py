@@ -82,6 +82,12 @@ class JobHandler:
     #: at each claim, so a change reaches the next claim of each runner that
     #: runs the new code.
     concurrency_limit: ClassVar[int | None] = None
+    #: Run this kind on a schedule, as a schedule named after the kind with an
+    #: empty payload: a five-field cron expression ("0 2 * * *", in
+    #: `settings.TIME_ZONE`), or a number of seconds or a timedelta between
+    #: fire times. Read at each runner's start (`jobs.schedules`);
+    #: `settings.JOBS_SCHEDULES` says more (a zone, a payload, `missed`).
+    schedule: ClassVar[str | int | float | timedelta | None] = None
     #: Whether the class overrides `completed`: the runner calls it only then,
     #: so a `Done` costs nothing extra for the handlers that do not.
     listens: ClassVar[bool] = False

@@ -6,8 +6,11 @@ left, a claimed row it must not run) or cancelled by an operator (the admin,
 row settles and, in the same transaction, the handler's `abandon` is called in
 a savepoint: its writes commit with the retirement, and if it raises they roll
 back, the error is logged and the retirement still commits. It is never called
-again, since the row is no longer live. Written once, here, outside the runner,
-so that the operator's verbs need not import the runner to keep the promise.
+again, since the row is no longer live. A schedule's occurrence retired
+either way has its successor queued in the same transaction
+(`jobs.schedules.occurrences.follow`), unless the schedule itself is going.
+Written once, here, outside the runner, so that the operator's verbs need not
+import the runner to keep the promise.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from jobs import history, log
 from jobs.handlers import JobHandler
 from jobs.models import Job, State
 from jobs.presentation import telling_line
+from jobs.schedules import occurrences
 from jobs.store import Store
 
 
@@ -59,6 +63,7 @@ def retire(
             error=telling_line(reason, trim=False),
         )
         abandon(handler, job, reason, store.using)
+        occurrences.follow(store, job, now, state, job.started_at)
     return True
 
 
@@ -70,6 +75,7 @@ def cancel(
     now: datetime,
     *,
     by: str,
+    successor: bool = True,
 ) -> Job | None:
     """An operator's retirement of a live job as `cancelled`; the row as it was
     before, or None (nothing written, nobody told) if it was not live.
@@ -77,12 +83,14 @@ def cancel(
     Not fenced on an attempt: cancelling overrules whichever attempt holds the
     row, whose own settle then loses. `handler` is None where no handler for
     the job's kind is registered in this process: then `abandon` cannot be
-    called, and that is logged.
+    called, and that is logged. `successor=False` queues no next occurrence
+    of a schedule (the reconcile replacing or removing it).
     """
     with transaction.atomic(using=store.using):
         job = store.cancel(job_id, now, reason)
         if job is None:
             return None
+        started = job.started_at if job.state == State.RUNNING else None
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
         if handler is None:
@@ -96,6 +104,8 @@ def cancel(
             )
         else:
             abandon(handler, job, reason, store.using)
+        if successor:
+            occurrences.follow(store, job, now, State.CANCELLED, started)
     return job
 
 

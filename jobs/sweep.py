@@ -1,8 +1,12 @@
-"""The retention sweep: a periodic job that deletes settled rows past `retention_days`.
+"""The retention sweep: a schedule, every hour, that deletes settled rows past
+`retention_days`.
 
-Maintenance as a job rather than a thread: the live-identity constraint keeps
-it one row however many runners start, so no leader election is needed. It
-deletes in small batches so it never holds a long lock.
+Maintenance as a schedule rather than a thread: the live identity keeps it
+one row however many runners start, so no leader election is needed. It
+deletes in small batches so it never holds a long lock. With `retention_days`
+at 0 it is not scheduled at all: a runner starting then plans none (and
+retires a queued one), an occurrence running then deletes nothing and is the
+last; setting it back above 0 plans it again at once (`jobs.runner.maintenance`).
 """
 
 from __future__ import annotations
@@ -12,15 +16,16 @@ from datetime import timedelta
 from django.utils import timezone
 
 from jobs import live_config
-from jobs.handlers import Done, JobHandler, Outcome, Reschedule
+from jobs.handlers import Done, JobHandler, Outcome
 from jobs.models import Job
-from jobs.queue import enqueue_or_log
 from jobs.registry import register
-from jobs.spec import JobSpec
+from jobs.schedules.reconcile import forget
 from jobs.store import for_database
 
 KIND = "jobs.sweep"
-KEY = "retention"
+#: The key the sweep had before it was a schedule: a row still queued under
+#: it is retired the first time it runs, the schedule taking over.
+LEGACY_KEY = "retention"
 #: How often the sweep runs; an hour keeps the table near its bound without
 #: making deletion a noticeable load.
 INTERVAL = timedelta(hours=1)
@@ -32,22 +37,18 @@ BATCH = 1_000
 class SweepHandler(JobHandler):
     kind = KIND
 
+    #: Not planned while retention is 0 (`jobs.runner.maintenance`).
+    schedule = INTERVAL
+
     def run(self, job: Job) -> Outcome:
+        if job.key == LEGACY_KEY:
+            return Done()
         days = live_config.current().retention_days
         if days == 0:
-            return Done()  # retention switched off: stop repeating
+            forget(KIND, using=job._state.db)  # this occurrence is the last
+            return Done()
         store = for_database(job._state.db)
         before = timezone.now() - timedelta(days=days)
         while store.prune(before, BATCH) == BATCH:
             pass
-        return Reschedule(INTERVAL)
-
-    def recover(self) -> None:
-        schedule()
-
-
-def schedule() -> bool:
-    """Queue the sweep unless retention is off or it is already queued; True if queued."""
-    if live_config.current().retention_days == 0:
-        return False
-    return enqueue_or_log(JobSpec.now(KIND, KEY))
+        return Done()

@@ -113,23 +113,13 @@ class JobsBackend(BaseTaskBackend):
 
         self.validate_task(task)
         try:
-            args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+            payload = payload_for(task, args, kwargs, self.alias)
         except (TypeError, ValueError) as error:
             # Django's own exception and words, as its backends raise them
             # (a TypeError, "Unsupported type: ..."): code written for
             # Django's tasks catches that. The note says which call.
             error.add_note(f"{task.module_path}: task arguments must be JSON")
             raise
-        payload = {
-            "task": task.module_path,
-            "backend": self.alias,
-            "queue_name": task.queue_name,
-            "priority": task.priority,
-            "run_after": None if task.run_after is None else task.run_after.isoformat(),
-            "takes_context": task.takes_context,
-            "args": args,
-            "kwargs": kwargs,
-        }
         job_id = uuid.uuid4()
         spec = JobSpec(
             kind=KIND,
@@ -153,6 +143,22 @@ class JobsBackend(BaseTaskBackend):
         except (Job.DoesNotExist, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
         return to_result(job, self.alias)
+
+
+def payload_for(task: Task[Any, Any], args: Any, kwargs: Any, alias: str) -> dict[str, Any]:
+    """The payload of a job that runs `task(*args, **kwargs)` through the
+    backend `alias`: what `TaskHandler` calls and `to_result` reads back.
+    Raises TypeError or ValueError for arguments that are not JSON."""
+    return {
+        "task": task.module_path,
+        "backend": alias,
+        "queue_name": task.queue_name,
+        "priority": task.priority,
+        "run_after": None if task.run_after is None else task.run_after.isoformat(),
+        "takes_context": task.takes_context,
+        "args": normalize_json(list(args)),
+        "kwargs": normalize_json(dict(kwargs)),
+    }
 
 
 def _run_at(task: Task[Any, Any]) -> datetime:

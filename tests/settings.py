@@ -7,6 +7,7 @@ carries the pytest process id, so two test runs on one machine never share (and 
 database. On PostgreSQL and MySQL/MariaDB it is `test_<NAME>_<pid>` on the same server.
 """
 
+import json
 import os
 
 from acmeproxy.settings import *  # noqa: F403
@@ -22,3 +23,8 @@ if _default["ENGINE"] == "django.db.backends.sqlite3":
     _default["TEST"] = {"NAME": str(BASE_DIR / f"test_db_{os.getpid()}.sqlite3")}
 else:
     _default["TEST"] = {"NAME": f"test_{_default['NAME']}_{os.getpid()}"}
+
+# Real `runjobs` subprocesses get their schedules from the environment (a JSON
+# object, as `JOBS_SCHEDULES` takes it); in-process tests use the `settings`
+# fixture instead.
+JOBS_SCHEDULES = json.loads(os.environ.get("TEST_JOBS_SCHEDULES", "{}"))

@@ -17,10 +17,13 @@
   validators and `clean`) and never saved.
 - The operator's controls (`controls`): pause and resume a queue or kind, set
   a kind's concurrency limit; each change stamped with who made it.
+- Schedules (`schedules`): every schedule with its timing in words, next and
+  last fire and how the last ended; disable, enable and run now, stamped with
+  who. Read-only otherwise: the rows belong to the runners' reconcile.
 
 Every page says things in the words of `jobs.presentation`, as
 `manage.py jobs` does; `display` marks them up. This module registers the
-four model admins with the default site; the others only define them.
+model admins with the default site; the others only define them.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from jobs.admin.config import JobsConfigAdmin
 from jobs.admin.controls import ControlAdmin
 from jobs.admin.job import JobAdmin
 from jobs.admin.runners import RunnerProcessAdmin
-from jobs.models import Control, Job, JobsConfig, RunnerProcess
+from jobs.admin.schedules import ScheduleAdmin
+from jobs.models import Control, Job, JobsConfig, RunnerProcess, Schedule
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(RunnerProcess, RunnerProcessAdmin)
 admin.site.register(JobsConfig, JobsConfigAdmin)
 admin.site.register(Control, ControlAdmin)
+admin.site.register(Schedule, ScheduleAdmin)
 
-__all__ = ["JobAdmin", "JobsConfigAdmin", "RunnerProcessAdmin"]
+__all__ = ["ControlAdmin", "JobAdmin", "JobsConfigAdmin", "RunnerProcessAdmin", "ScheduleAdmin"]

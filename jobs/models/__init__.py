@@ -380,3 +380,4 @@ def runner_name(hostname: str, pid: int, lane: int = 0, lanes: int = 1) -> str:
 # The routing models (concurrency limits, operator controls), kept apart for size.
 from jobs.models.routing import Control as Control  # noqa: E402
 from jobs.models.routing import LimitedAttempt as LimitedAttempt  # noqa: E402
+from jobs.models.schedules import Schedule as Schedule  # noqa: E402

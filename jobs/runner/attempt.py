@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from jobs.config import JobsSettings
 from jobs.handlers import JobHandler
 from jobs.models import Job
 from jobs.store import Claim
+
+if TYPE_CHECKING:
+    from jobs.schedules.occurrences import Occurrence
 
 
 def lease_for(budget: timedelta) -> timedelta:
@@ -49,6 +53,9 @@ class Attempt:
         self.settings = settings
         self.budget = budget
         self.deadline = claimed_at + budget
+        #: Set when the row is a schedule's occurrence (`Executor.execute`):
+        #: its end then queues the next one in the same transaction.
+        self.occurrence: Occurrence | None = None
         self._lock = threading.Lock()
         self._taken = False
 

@@ -31,19 +31,20 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 
 from jobs import history, log, retirement
-from jobs.backoff import retry_delay
+from jobs.backoff import LATEST, after, next_attempt
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
 from jobs.runner.slots import Slots
+from jobs.schedules import occurrences
 from jobs.store import Store
 
 Clock = Callable[[], datetime]
@@ -90,6 +91,9 @@ class Completer:
             self.let_go(attempt)
             return
         if isinstance(outcome, Done):
+            if attempt.occurrence is not None:
+                self._done_occurrence(attempt, outcome.result)
+                return
             self._done.append((attempt, outcome.result))
             self.slots.finished(attempt)
             return
@@ -97,6 +101,40 @@ class Completer:
             self._guarded(self.settle, attempt, outcome, self.clock())
         finally:
             self.let_go(attempt)
+
+    def _done_occurrence(self, attempt: Attempt, result: Any) -> None:
+        """A schedule's occurrence ended `Done`: settled on its own, with the
+        next occurrence queued in the same transaction (schedules are few, so
+        the batch's saving is not worth a second path through it)."""
+        batch = DoneBatch([attempt], [(attempt.job, result)])
+        now = self.clock()
+        try:
+            with transaction.atomic(using=self.store.using):
+                won = self.store.complete_many(batch.rows, now)
+                if won:
+                    occurrences.follow(
+                        self.store, attempt.job, now, State.DONE, attempt.job.started_at
+                    )
+        except Exception as error:
+            self.batch_failed(batch, error)
+        else:
+            self.batch_settled(batch, won, now)
+        finally:
+            self.slots.finished(attempt)
+
+    def skipped(self, attempt: Attempt, occurrence: occurrences.Occurrence) -> None:
+        """A schedule's occurrence must not run (`occurrences.admit`): move its
+        row, unrun, to the schedule's next fire time."""
+        try:
+            if attempt.take():
+                self._guarded(self._skip, attempt, occurrence, self.clock())
+        finally:
+            self.let_go(attempt)
+
+    def _skip(self, attempt: Attempt, occurrence: occurrences.Occurrence, now: datetime) -> None:
+        with transaction.atomic(using=self.store.using):
+            if not occurrences.skipped(self.store, attempt.job, occurrence, now):
+                self._lost(attempt.job, "skip")
 
     def refused(self, attempt: Attempt, reason: str) -> None:
         """`attempt`'s row must not run (see `Executor.refusal`): retire it unrun."""
@@ -278,11 +316,11 @@ class Completer:
             )
             self._retire(attempt, outcome.reason, entry, now)
         else:
-            run_at = _after(now, outcome.delay)
+            run_at = after(now, outcome.delay)
             if run_at is None:
                 reason = (
                     f"Reschedule({outcome.delay!r}) puts the next run past the latest instant "
-                    f"a date can hold ({_LATEST.isoformat()})"
+                    f"a date can hold ({LATEST.isoformat()})"
                 )
                 entry = history.for_attempt(attempt.job, history.Outcome.FAILED, reason, None, now)
                 self._retire(attempt, reason, entry, now)
@@ -299,29 +337,17 @@ class Completer:
     def _retry(self, attempt: Attempt, retry: Retry, now: datetime) -> None:
         job, settings, reason = attempt.job, attempt.settings, retry.reason
         timed_out = isinstance(retry.exception, history.AttemptTimedOut)
-        run_at = _after(
+        run_at, given_up = next_attempt(
+            job.attempts,
+            job.max_attempts,
+            job.deadline,
             now,
-            retry_delay(job.attempts, settings.retry_base_seconds, settings.retry_max_seconds),
+            settings.retry_base_seconds,
+            settings.retry_max_seconds,
         )
-        if job.attempts >= job.max_attempts:
-            given_up = f"gave up after {job.attempts} of {job.max_attempts} attempts"
-        elif run_at is None:
-            given_up = (
-                "the next attempt would fall past the latest instant a date can hold "
-                f"({_LATEST.isoformat()})"
-            )
-        elif job.deadline is not None and run_at >= job.deadline:
-            given_up = (
-                f"deadline {job.deadline.isoformat()} comes before the next attempt at "
-                f"{run_at.isoformat()}"
-            )
-        else:
-            given_up = ""
-        if given_up or run_at is None:
+        if given_up or run_at is None:  # (run_at None comes with a reason)
             outcome = history.Outcome.TIMED_OUT if timed_out else history.Outcome.FAILED
-            entry = history.for_attempt(
-                attempt.job, outcome, reason, retry.exception, now, given_up
-            )
+            entry = history.for_attempt(job, outcome, reason, retry.exception, now, given_up)
             self._retire(attempt, f"{given_up}: {reason}", entry, now)
             return
         outcome = history.Outcome.TIMED_OUT if timed_out else history.Outcome.RETRY
@@ -371,20 +397,3 @@ class Completer:
             )
             if isinstance(error, DatabaseError):
                 connections[self.store.using].close_if_unusable_or_obsolete()
-
-
-#: The latest instant a `datetime` can hold.
-_LATEST = datetime.max.replace(tzinfo=UTC)
-
-
-def _after(moment: datetime, delay: timedelta) -> datetime | None:
-    """`moment + delay`, or None when that is past the latest instant a datetime holds.
-
-    Near year 9999 (a clock or a row far in the future) the sum overflows;
-    the caller retires the job with a reason rather than crash its settle and
-    leave the row to be claimed again and again.
-    """
-    try:
-        return moment + delay
-    except OverflowError:
-        return None

@@ -1,5 +1,7 @@
 """One attempt, as a pipeline of small steps: build it from a claim, refuse or
 run it within its budget, classify how it ended, and hand that to the completer.
+A schedule's occurrence is first asked whether it runs at all (disabled, or
+its fire time missed: `jobs.schedules.occurrences.admit`).
 
 Budgets are resolved here, once per pass for every kind, because an attempt is
 built under the budget its claim's lease was written for. The executor settles
@@ -27,6 +29,8 @@ from jobs.models import Job
 from jobs.registry import Registry
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
+from jobs.schedules.occurrences import admit
+from jobs.schedules.plan import KEY_PREFIX
 from jobs.spec import strict_json
 from jobs.store import Claim
 
@@ -117,6 +121,12 @@ class Executor:
             if refusal is not None:
                 self.completer.refused(attempt, refusal)
                 return
+            if attempt.job.key.startswith(KEY_PREFIX):
+                occurrence = admit(attempt.job, self.clock(), self.completer.store.using)
+                attempt.occurrence = occurrence
+                if occurrence is not None and occurrence.skip is not None:
+                    self.completer.skipped(attempt, occurrence)
+                    return
             outcome = self.run(attempt)
         except BaseException:
             # `run` makes whatever the handler raises a Retry; what escapes

@@ -13,9 +13,12 @@ import traceback
 from jobs import log, sweep
 from jobs.config import JobsSettings
 from jobs.registry import Registry
+from jobs.schedules.reconcile import reconcile
 
 
-def recover_all(registry: Registry) -> None:
+def recover_all(registry: Registry, settings: JobsSettings, using: str | None = None) -> None:
+    """Every handler's `recover`, then the schedules' reconcile (`jobs.schedules`),
+    which leaves out the sweep while `retention_days` is 0."""
     for handler in registry:
         try:
             handler.recover()
@@ -30,10 +33,23 @@ def recover_all(registry: Registry) -> None:
             )
         else:
             log.event("job_recovered", logging.DEBUG, outcome="recovered", kind=handler.kind)
+    try:
+        switched_off = [sweep.KIND] if settings.retention_days == 0 else []
+        reconcile(registry, using, without=switched_off)
+    except Exception as error:
+        log.event(
+            "schedules_reconcile_failed",
+            logging.ERROR,
+            outcome="failure",
+            error=repr(error),
+            traceback=traceback.format_exc(),
+        )
 
 
-def apply_config_change(previous: JobsSettings, current: JobsSettings) -> None:
+def apply_config_change(
+    previous: JobsSettings, current: JobsSettings, registry: Registry, using: str | None = None
+) -> None:
     """Retention switched back on schedules the sweep again (switching it off
     stops the sweep at its next pass; see `jobs.sweep`)."""
     if previous.retention_days == 0 and current.retention_days > 0:
-        sweep.schedule()
+        reconcile(registry, using, only=sweep.KIND)

@@ -152,7 +152,7 @@ class Runner:
             )
             self._ticker.start()
         if self.lane == 0:
-            recover_all(self.registry)
+            recover_all(self.registry, self._current, self.using)
         while not self.stopping.is_set():
             self.doorbell.clear()
             try:
@@ -362,7 +362,7 @@ class Runner:
         previous, self._current = self._current, self.settings()
         self.controls = controls.applied(self.controls, self.read_controls())
         if self._current != previous:
-            apply_config_change(previous, self._current)
+            apply_config_change(previous, self._current, self.registry, self.using)
         return self._current
 
     def _idle(self) -> None:

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Building and installing take tens of seconds, more on a cold pip cache.
 pytestmark = pytest.mark.timeout(600)
 
-#: Django 6.1 and what it installs with it (tzdata on Windows only).
-DJANGO = {"django", "asgiref", "sqlparse", "tzdata"}
+#: What the wheel installs: Django 6.1 and its own (tzdata on Windows only), and cronsim.
+DJANGO = {"django", "asgiref", "sqlparse", "tzdata", "cronsim"}
 
 #: The project's own handler and task, as a newcomer would write them.
 HANDLER = """
@@ -236,15 +236,16 @@ def test_the_wheel_holds_the_jobs_app_with_its_templates_static_files_and_migrat
     text = metadata.decode()
     requires = sorted(line for line in text.splitlines() if line.startswith("Requires-Dist:"))
     assert requires == [
+        "Requires-Dist: cronsim>=2.6",
         "Requires-Dist: django>=6.1",
         "Requires-Dist: mysqlclient>=2.2.1; extra == 'mysql'",
         "Requires-Dist: psycopg[binary]>=3.2; extra == 'postgresql'",
-    ], "Django is the one runtime dependency; each driver is an extra"
+    ], "Django and cronsim are the runtime dependencies; each driver is an extra"
 
 
 def test_a_fresh_project_runs_a_job_from_the_wheel_on_sqlite_with_django_alone(fresh):
     assert fresh.installed() - {"pip"} <= {"django-durable-jobs", *DJANGO}, (
-        f"a SQLite project installs Django and nothing else: {sorted(fresh.installed())}"
+        f"a SQLite project installs Django and cronsim, nothing else: {sorted(fresh.installed())}"
     )
 
     outcome = fresh.story()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from argparse import ArgumentParser, RawDescriptionHelpFormatter, _SubParsersAction
+from argparse import SUPPRESS, ArgumentParser, RawDescriptionHelpFormatter, _SubParsersAction
 from typing import Any
 
 from django.core.management.base import (
@@ -15,7 +15,7 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli, cli_arguments, cli_controls, cli_show, cli_stats, log
+from jobs import cli, cli_arguments, cli_controls, cli_schedules, cli_show, cli_stats, log
 from jobs.cli_text import terminal_safe
 from jobs.drivers import missing_driver
 
@@ -45,7 +45,7 @@ class HelpFormatter(DjangoHelpFormatter, RawDescriptionHelpFormatter):
 class Command(BaseCommand):
     help = (
         "Browse and operate the job queue: list, show, retry, cancel, run-now, enqueue, "
-        "pause, resume, limit, stats."
+        "pause, resume, limit, schedules, stats."
     )
     # Django's checks query the database before `handle` runs; an operator
     # whose database is down should read one sentence saying so, not the
@@ -90,10 +90,20 @@ class Command(BaseCommand):
         _by_argument(cancel, "Who cancelled, kept in last_error")
 
         run_now = _verb(
-            verbs, "run-now", "Make queued jobs due now. Exits 1 if any job was skipped."
+            verbs,
+            "run-now",
+            "Make queued jobs due now, or a schedule's queued occurrence. "
+            "Exits 1 if any job was skipped.",
         )
-        run_now.add_argument(
-            "ids", type=cli_arguments.job_id, nargs="+", metavar="ID", help=ID_HELP
+        which = run_now.add_mutually_exclusive_group(required=True)
+        which.add_argument(
+            "ids", type=cli_arguments.job_id, nargs="*", default=[], metavar="ID", help=ID_HELP
+        )
+        which.add_argument(
+            "--schedule",
+            metavar="NAME",
+            help="The schedule whose live occurrence to run now; the next is due at the "
+            "fire time it stood for.",
         )
 
         _enqueue_arguments(
@@ -137,6 +147,15 @@ class Command(BaseCommand):
             "--clear", action="store_true", help="Use the handler's concurrency_limit again."
         )
         _by_argument(limit)
+
+        _schedules_arguments(
+            _verb(
+                verbs,
+                "schedules",
+                "List the schedules: expression, in words, zone, next and last fire, "
+                "enabled, live occurrence; or disable or enable one.",
+            )
+        )
 
         stats = _verb(
             verbs,
@@ -191,6 +210,8 @@ class Command(BaseCommand):
         elif verb == "cancel":
             by = options["by"] or cli.default_by()
             status = cli.cancel_jobs(write, options["ids"], by=by, using=using)
+        elif verb == "run-now" and options["schedule"] is not None:
+            status = cli_schedules.run_now(write, options["schedule"], using=using)
         elif verb == "run-now":
             status = cli.run_now_jobs(write, options["ids"], using=using)
         elif verb == "enqueue":
@@ -221,6 +242,16 @@ class Command(BaseCommand):
                 by=options["by"] or cli.default_by(),
                 using=using,
             )
+        elif verb == "schedules" and options["switch"] is not None:
+            status = cli_schedules.set_enabled(
+                write,
+                options["name"],
+                enabled=options["switch"] == "enable",
+                by=options["by"] or cli.default_by(),
+                using=using,
+            )
+        elif verb == "schedules":
+            status = cli_schedules.list_schedules(write, as_json=options["json"], using=using)
         else:
             status = cli_stats.print_stats(write, as_json=options["json"], using=using)
         return status
@@ -241,6 +272,37 @@ def _verb(verbs: _SubParsersAction[ArgumentParser], name: str, help: str) -> Arg
         help="The database alias to work on.",
     )
     return sub
+
+
+def _schedules_arguments(schedules: ArgumentParser) -> None:
+    """`schedules` lists (`--json` for scripts); `schedules disable|enable NAME` switches one."""
+    schedules.add_argument(
+        "--json", action="store_true", help="Print the schedules as JSON, for scripts."
+    )
+    switches = schedules.add_subparsers(dest="switch", metavar="disable|enable")
+    for name, help in (
+        (
+            "disable",
+            "Disable a schedule: from each runner's next claim its occurrences are skipped "
+            "to the next fire time. Exits 1, writing nothing, if no schedule has that name.",
+        ),
+        (
+            "enable",
+            "Enable a schedule again: it resumes at its next fire time, with no catch-up "
+            "runs. Exits 1, writing nothing, if no schedule has that name.",
+        ),
+    ):
+        switch = switches.add_parser(name, help=help, description=help, epilog=EXIT_STATUS)
+        switch.formatter_class = HelpFormatter
+        switch.add_argument("name", metavar="NAME", help="The schedule's name.")
+        _by_argument(switch)
+        # Given after NAME; left unset otherwise, so as not to undo one given before it.
+        switch.add_argument(
+            "--database",
+            type=cli_arguments.database_alias,
+            default=SUPPRESS,
+            help="The database alias to work on.",
+        )
 
 
 def _list_arguments(listing: ArgumentParser) -> None:

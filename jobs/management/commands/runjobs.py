@@ -13,7 +13,9 @@ from django.db import DEFAULT_DB_ALIAS
 from jobs import log
 from jobs.drivers import missing_driver
 from jobs.live_config import describe
+from jobs.registry import registry
 from jobs.runner.process import serve
+from jobs.schedules import plan
 from jobs.spec import queue_name_problem
 
 
@@ -125,6 +127,9 @@ class Command(BaseCommand):
             for line in describe(options["database"]):
                 self.stdout.write(line)
             return
+        problems = plan.problems(registry)
+        if problems:
+            raise CommandError("; ".join(problems))
         log.to_terminal_unless_configured()
         status = serve(
             using=options["database"],

@@ -21,6 +21,7 @@ from jobs.models import Job, JobsConfig, State
 from jobs.registry import Registry
 from jobs.sweep import KIND as SWEEP_KIND
 from jobs.sweep import SweepHandler
+from jobs.wakeup import wake_runners
 from tests.factories import add_ready_job, set_row
 from tests.helpers import running, wait_until
 
@@ -216,15 +217,28 @@ def test_retention_zero_schedules_no_sweep_at_start_up(make_runner, configure):
 
 
 def test_retention_set_to_zero_stops_the_sweep_at_its_next_pass(make_runner, configure):
-    configure(retention_days=7)
+    configure(retention_days=7, poll_interval_ms=50)
     runner = make_runner(registry=sweep_registry())
-    runner.drain()
+    with running(runner):
+        assert wait_until(lambda: live_sweeps() == 1)
+        sweep = Job.objects.get(kind=SWEEP_KIND)
+        assert sweep.state == State.QUEUED, "the sweep is scheduled while retention is on"
+        set_row(retention_days=0)
+        assert wait_until(lambda: runner._current.retention_days == 0)
+        Job.objects.filter(pk=sweep.pk).update(run_at=timezone.now() - timedelta(seconds=1))
+        wake_runners()
+        assert wait_until(lambda: Job.objects.get(pk=sweep.pk).state == State.DONE, 5)
+    assert live_sweeps() == 0, "the sweep stopped repeating"
+
+
+def test_a_runner_starting_with_retention_zero_retires_the_queued_sweep(make_runner, configure):
+    configure(retention_days=7)
+    make_runner(registry=sweep_registry()).drain()
     sweep = Job.objects.get(kind=SWEEP_KIND)
-    assert sweep.state == State.QUEUED, "the sweep reschedules itself while retention is on"
     set_row(retention_days=0)
-    Job.objects.filter(pk=sweep.pk).update(run_at=timezone.now() - timedelta(seconds=1))
-    runner.drain()
-    assert Job.objects.get(pk=sweep.pk).state == State.DONE, "the sweep stopped repeating"
+    make_runner(registry=sweep_registry()).drain()
+    sweep.refresh_from_db()
+    assert (sweep.state, sweep.last_error) == (State.CANCELLED, "schedule removed")
     assert live_sweeps() == 0
 
 

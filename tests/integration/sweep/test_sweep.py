@@ -3,11 +3,13 @@
 The sweep is an ordinary handler, so these tests run it through a real runner:
 what it deletes (settled rows past `retention_days`, in small batches), what
 it never touches (newer settled rows, live rows), and how it stays one row
-(`Reschedule`, and a `recover` the live identity makes idempotent).
+(a schedule, every hour: one live occurrence, planned once however often
+runners reconcile).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
@@ -15,10 +17,13 @@ import pytest
 from freezegun import freeze_time
 
 import jobs.sweep
-from jobs import JobSpec, enqueue
-from jobs.models import Job, State
+from jobs import JobSpec, config, enqueue
+from jobs.handlers import Done
+from jobs.models import Job, Schedule, State
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
+from jobs.runner.maintenance import recover_all
+from jobs.schedules.reconcile import reconcile
 from jobs.store.orm import OrmStore
 from jobs.sweep import SweepHandler
 
@@ -54,7 +59,15 @@ def live(key: str, age: timedelta) -> Job:
 
 
 def sweep_row() -> Job:
-    return Job.objects.get(kind=jobs.sweep.KIND)
+    return Job.objects.get(kind=jobs.sweep.KIND, state__in=[State.QUEUED, State.RUNNING])
+
+
+def plan_then_sweep(runner, frozen) -> None:
+    """Start the runner at T0 (which plans the sweep for the next hour), then
+    move to that hour and let it run."""
+    runner.drain()
+    frozen.tick(jobs.sweep.INTERVAL)
+    runner.drain()
 
 
 def ids(rows: list[Job]) -> set[object]:
@@ -79,8 +92,8 @@ def test_the_sweep_deletes_settled_rows_past_retention_and_keeps_newer_and_live_
     new = [settled("new-done", timedelta(days=6)), settled("new-failed", timedelta(hours=1))]
     waiting = [live("old-live", timedelta(days=30)), live("new-live", timedelta(days=1))]
     runner = make_runner(registry=sweep_registry)
-    with freeze_time(T0):
-        runner.drain()
+    with freeze_time(T0) as frozen:
+        plan_then_sweep(runner, frozen)
 
     remaining = set(Job.objects.values_list("id", flat=True))
     assert not ids(old) & remaining, "settled rows older than retention_days are deleted"
@@ -101,9 +114,9 @@ def test_the_sweep_deletes_in_small_batches_until_every_old_row_is_gone(
     with (
         mock.patch.object(jobs.sweep, "BATCH", 2),
         mock.patch.object(OrmStore, "prune", autospec=True, side_effect=prune) as spy,
-        freeze_time(T0),
+        freeze_time(T0) as frozen,
     ):
-        runner.drain()
+        plan_then_sweep(runner, frozen)
 
     limits = [call.args[2] for call in spy.call_args_list]
     assert len(limits) >= 3, f"five old rows in batches of two take several deletes: {limits}"
@@ -113,61 +126,72 @@ def test_the_sweep_deletes_in_small_batches_until_every_old_row_is_gone(
     )
 
 
-def test_the_sweep_reschedules_itself_so_it_stays_one_live_row(
+def test_the_sweep_is_a_schedule_of_one_live_row_due_on_each_hour(
     sweep_registry, make_runner, configure
 ):
     configure(retention_days=7)
     runner = make_runner(registry=sweep_registry)
-    with freeze_time(T0) as frozen:
+    with freeze_time(T0 + timedelta(minutes=20)) as frozen:
         runner.drain()
         first = sweep_row()
-        assert first.state == State.QUEUED, "after a pass the sweep waits for its next one"
-        assert first.run_at == T0 + jobs.sweep.INTERVAL
-        assert first.attempts == 0, "each pass starts with a fresh attempt budget"
+        assert (first.key, first.state) == ("schedule:jobs.sweep", State.QUEUED)
+        assert first.run_at == T0 + jobs.sweep.INTERVAL, "due at the next hour"
 
-        frozen.tick(jobs.sweep.INTERVAL)
+        frozen.move_to(T0 + jobs.sweep.INTERVAL)
         runner.drain()
 
+    first.refresh_from_db()
+    assert first.state == State.DONE, "each hour's sweep is an occurrence of its own"
     again = sweep_row()
-    assert again.id == first.id, "the same row runs again; no second row is created"
-    assert again.state == State.QUEUED
-    assert again.run_at == T0 + 2 * jobs.sweep.INTERVAL
+    assert again.id != first.id
+    assert again.run_at == T0 + 2 * jobs.sweep.INTERVAL, "the next one is due an hour later"
+    assert Job.objects.filter(kind=jobs.sweep.KIND, live=True).count() == 1
 
 
-def test_the_sweeps_recover_queues_exactly_one_row_even_when_called_twice(configure):
+def test_reconciling_twice_plans_exactly_one_sweep(sweep_registry, configure):
     configure(retention_days=7)
-    handler = SweepHandler()
 
-    handler.recover()
-    handler.recover()
+    reconcile(sweep_registry)
+    reconcile(sweep_registry)
 
     rows = Job.objects.filter(kind=jobs.sweep.KIND)
-    assert rows.count() == 1, "the live identity keeps the sweep one row"
-    assert rows.get().key == jobs.sweep.KEY
+    assert rows.count() == 1, "the live identity and the schedule's row keep the sweep one row"
     assert rows.get().state == State.QUEUED
 
 
-def test_with_retention_off_recover_schedules_no_sweep(configure):
+def test_with_retention_off_a_runners_start_plans_no_sweep(sweep_registry, configure):
     configure(retention_days=0)
 
-    SweepHandler().recover()
+    recover_all(sweep_registry, dataclasses.replace(config.initial(), retention_days=0))
 
     assert not Job.objects.filter(kind=jobs.sweep.KIND).exists(), (
         "retention_days = 0 keeps everything, so there is nothing to schedule"
     )
+    assert not Schedule.objects.filter(name=jobs.sweep.KIND).exists()
 
 
-def test_with_retention_off_a_running_sweep_finishes_done_and_deletes_nothing(
-    sweep_registry, make_runner, configure
+def test_with_retention_off_a_running_sweep_deletes_nothing_and_is_the_last(
+    sweep_registry, configure
 ):
-    """A sweep queued before retention was switched off stops repeating."""
+    """A sweep planned before retention was switched off stops repeating."""
+    configure(retention_days=7)
+    reconcile(sweep_registry)
     configure(retention_days=0)
     old = settled("old", timedelta(days=365))
-    assert enqueue(JobSpec.now(jobs.sweep.KIND, jobs.sweep.KEY))
-    runner = make_runner(registry=sweep_registry)
-    with freeze_time(T0):
-        runner.drain()
 
-    row = sweep_row()
-    assert row.state == State.DONE, "the sweep returns Done instead of rescheduling"
+    outcome = SweepHandler().run(sweep_row())
+
+    assert outcome == Done()
     assert Job.objects.filter(id=old.id).exists(), "nothing is deleted while retention is off"
+    assert not Schedule.objects.filter(name=jobs.sweep.KIND).exists(), (
+        "its schedule is forgotten, so no next occurrence follows this one"
+    )
+
+
+def test_a_sweep_queued_before_it_was_a_schedule_retires_itself_when_it_runs(configure):
+    configure(retention_days=7)
+    assert enqueue(JobSpec.now(jobs.sweep.KIND, jobs.sweep.LEGACY_KEY))
+    old = settled("old", timedelta(days=365))
+
+    assert SweepHandler().run(Job.objects.get(key=jobs.sweep.LEGACY_KEY)) == Done()
+    assert Job.objects.filter(id=old.id).exists(), "the schedule's own occurrence does the sweeping"

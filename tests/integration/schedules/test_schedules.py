@@ -1,0 +1,338 @@
+"""Schedules through a real runner, with time frozen: each occurrence a job of
+its own, the next one reckoned from the fire time (never from the settle),
+missed fire times skipped or run once, an operator's disable honoured at the
+claim, and the reconcile that keeps rows in line with the settings."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.tasks import default_task_backend
+from freezegun import freeze_time
+
+from jobs import Done, Failed, JobHandler, Retry, operations
+from jobs.checks import check_schedules
+from jobs.models import Job, Schedule, State
+from jobs.registry import Registry
+from jobs.registry import registry as default_registry
+from jobs.schedules import operator
+from jobs.schedules.reconcile import reconcile
+from jobs.tasks import TaskHandler
+from tests.jobapp import tasks as test_tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+class Ran:
+    """What the test handler was asked to do, and what it did."""
+
+    clock: Any = None  # freezegun's frozen clock, ticked by "durations"
+    durations: list[float] = []
+    outcomes: list[object] = []
+    calls: list[tuple[str, datetime]] = []
+
+
+class ScheduledHandler(JobHandler):
+    kind = "test.scheduled"
+
+    def run(self, job: Job) -> object:
+        from django.utils import timezone
+
+        Ran.calls.append((job.key, timezone.now()))
+        if Ran.durations:
+            Ran.clock.tick(timedelta(seconds=Ran.durations.pop(0)))
+        return Ran.outcomes.pop(0) if Ran.outcomes else Done()
+
+
+@pytest.fixture
+def scheduled(registry: Registry, settings) -> Registry:
+    Ran.clock, Ran.durations, Ran.outcomes, Ran.calls = None, [], [], []
+    registry.register(ScheduledHandler)
+    settings.JOBS_SCHEDULES = {}
+    return registry
+
+
+def declare(settings, **schedules: dict[str, Any]) -> None:
+    settings.JOBS_SCHEDULES = {
+        name: {"kind": ScheduledHandler.kind, **options} for name, options in schedules.items()
+    }
+
+
+def occurrences(name: str) -> list[Job]:
+    return list(Job.objects.filter(key=f"schedule:{name}").order_by("created_at", "run_at"))
+
+
+def live(name: str) -> Job:
+    return Job.objects.get(key=f"schedule:{name}", live=True)
+
+
+def test_a_runners_start_plans_each_schedule_due_at_its_next_fire_time(
+    scheduled, settings, make_runner
+):
+    declare(settings, nightly={"cron": "0 2 * * *", "timezone": "Europe/Paris"})
+    with freeze_time(T0):
+        make_runner(registry=scheduled).drain()
+    row = Schedule.objects.get(name="nightly")
+    job = live("nightly")
+    assert (job.kind, job.state) == (ScheduledHandler.kind, State.QUEUED)
+    assert job.run_at == row.due_at == datetime(2030, 1, 2, 1, 0, tzinfo=UTC), "02:00 in Paris"
+    assert Ran.calls == [], "nothing runs before its fire time"
+
+
+def test_each_occurrence_is_a_job_of_its_own_and_the_next_is_queued_when_it_ends(
+    scheduled, settings, make_runner
+):
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    runner = make_runner(registry=scheduled)
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        runner.drain()
+        frozen.move_to(T0 + timedelta(hours=1))
+        runner.drain()
+    first, second = occurrences("hourly")
+    assert (first.state, first.run_at) == (State.DONE, T0 + timedelta(hours=1))
+    assert (second.state, second.run_at) == (State.QUEUED, T0 + timedelta(hours=2))
+    row = Schedule.objects.get(name="hourly")
+    assert (row.last_fire_at, row.last_outcome, row.last_job_id) == (
+        T0 + timedelta(hours=1),
+        "done",
+        first.id,
+    )
+
+
+def test_a_thousand_occurrences_of_random_lengths_never_drift_from_their_fire_times(
+    scheduled, settings, make_runner
+):
+    """Each starts up to a minute late and takes up to almost five minutes:
+    still every fire time is exactly on the grid, and none is skipped."""
+    declare(settings, often={"cron": "*/5 * * * *", "timezone": "Europe/Paris"})
+    rng = random.Random(20261206)
+    count = 1000
+    runner = make_runner(registry=scheduled)
+    # Clear of DST changes: freezegun's datetimes lose `fold`, which the
+    # repeated hour needs (test_schedule_timing covers DST with real ones).
+    start = datetime(2026, 11, 2, 12, 1, tzinfo=UTC)
+    with freeze_time(start) as frozen:
+        Ran.clock = frozen
+        runner.drain()
+        for _ in range(count):
+            due = live("often").run_at
+            frozen.move_to(due + timedelta(seconds=rng.uniform(0, 60)))
+            Ran.durations.append(rng.uniform(0, 230))
+            runner.drain()
+    fire_times = [job.run_at for job in occurrences("often")]
+    assert len(fire_times) == count + 1
+    expected = [start + timedelta(minutes=4 + 5 * n) for n in range(count + 1)]
+    assert fire_times == expected, "every occurrence is due on the five-minute grid"
+    assert len(Ran.calls) == count, "each ran once"
+
+
+@pytest.mark.parametrize(("missed", "runs_after_the_gap"), [("skip", 0), ("once", 1)])
+def test_after_a_three_hour_gap_missed_fire_times_are_skipped_or_run_once(
+    scheduled, settings, make_runner, missed, runs_after_the_gap
+):
+    declare(settings, quarterly={"cron": "*/15 * * * *", "timezone": "UTC", "missed": missed})
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        make_runner(registry=scheduled).drain()
+        assert live("quarterly").run_at == T0 + timedelta(minutes=15)
+        frozen.move_to(T0 + timedelta(hours=3, minutes=7))  # twelve fire times went by
+        make_runner(registry=scheduled).drain()
+    assert len(Ran.calls) == runs_after_the_gap
+    nxt = live("quarterly")
+    assert nxt.run_at == T0 + timedelta(hours=3, minutes=15), "then on at the next fire time"
+    assert Schedule.objects.get(name="quarterly").due_at == nxt.run_at
+
+
+def test_a_retried_occurrence_keeps_its_fire_time_and_the_next_follows_the_schedule(
+    scheduled, settings, make_runner, configure
+):
+    configure(retry_base_seconds=30, max_attempts=3)
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    Ran.outcomes = [Retry("upstream 503"), Done()]
+    runner = make_runner(registry=scheduled)
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        runner.drain()
+        frozen.move_to(T0 + timedelta(hours=1))
+        runner.drain()
+        retried = live("hourly")
+        assert (retried.attempts, retried.run_at) == (1, T0 + timedelta(hours=1, seconds=30))
+        frozen.move_to(retried.run_at)
+        runner.drain()
+    first, second = occurrences("hourly")
+    assert (first.state, first.attempts) == (State.DONE, 2), "the same occurrence, retried"
+    assert second.run_at == T0 + timedelta(hours=2), "reckoned from 13:00, not from the retry"
+    assert second.attempts == 0, "the next occurrence has a fresh budget"
+
+
+def test_an_occurrence_that_fails_for_good_does_not_stop_the_schedule(
+    scheduled, settings, make_runner
+):
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    Ran.outcomes = [Failed("the report's source is gone")]
+    runner = make_runner(registry=scheduled)
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        runner.drain()
+        frozen.move_to(T0 + timedelta(hours=1))
+        runner.drain()
+    first, second = occurrences("hourly")
+    assert first.state == State.FAILED
+    assert (second.state, second.run_at) == (State.QUEUED, T0 + timedelta(hours=2))
+    assert Schedule.objects.get(name="hourly").last_outcome == "failed"
+
+
+def test_a_disabled_schedule_skips_its_occurrence_at_the_claim_and_resumes_when_enabled(
+    scheduled, settings, make_runner, caplog
+):
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    runner = make_runner(registry=scheduled)
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        runner.drain()
+        operator.set_enabled("hourly", False, by="admin:ops")
+        frozen.move_to(T0 + timedelta(hours=1))
+        runner.drain()
+        assert Ran.calls == [], "a disabled schedule's occurrence does not start"
+        skipped = live("hourly")
+        assert (skipped.run_at, skipped.attempts) == (T0 + timedelta(hours=2), 0)
+        operator.set_enabled("hourly", True, by="admin:ops")
+        frozen.move_to(T0 + timedelta(hours=2))
+        runner.drain()
+    assert len(Ran.calls) == 1, "enabled again, it runs at its next fire time"
+    row = Schedule.objects.get(name="hourly")
+    assert (row.enabled, row.changed_by) == (True, "admin:ops")
+    assert "schedule_occurrence_skipped" in caplog.text
+    assert "jobs_schedule_changed schedule=hourly enabled=False by=admin:ops" in caplog.text
+
+
+def test_cancelling_a_queued_occurrence_skips_it_and_queues_the_next_fire_time(
+    scheduled, settings, make_runner
+):
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    with freeze_time(T0 + timedelta(minutes=1)):
+        make_runner(registry=scheduled).drain()
+        first = live("hourly")
+        operations.cancel([first.id], by="cli:ops", registry=scheduled)
+    nxt = live("hourly")
+    assert nxt.id != first.id
+    assert nxt.run_at == T0 + timedelta(hours=2)
+
+
+def test_run_now_on_an_occurrence_runs_it_early_and_keeps_the_schedules_fire_time(
+    scheduled, settings, make_runner
+):
+    declare(settings, nightly={"cron": "0 2 * * *", "timezone": "UTC"})
+    runner = make_runner(registry=scheduled)
+    with freeze_time(T0):
+        runner.drain()
+        first = live("nightly")
+        assert operations.run_now([first.id]).touched == 1
+        runner.drain()
+    assert len(Ran.calls) == 1
+    assert live("nightly").run_at == datetime(2030, 1, 2, 2, 0, tzinfo=UTC), (
+        "the 02:00 run still happens"
+    )
+
+
+def test_three_reconciles_create_each_schedules_row_and_occurrence_once(scheduled, settings):
+    declare(settings, a={"every": 60}, b={"cron": "0 2 * * *"})
+    for _ in range(3):
+        reconcile(scheduled)
+    assert Schedule.objects.count() == 2
+    assert Job.objects.filter(key__startswith="schedule:").count() == 2
+
+
+def test_a_changed_expression_replans_the_queued_occurrence(scheduled, settings):
+    declare(settings, report={"cron": "0 2 * * *", "timezone": "UTC"})
+    with freeze_time(T0):
+        reconcile(scheduled)
+        old = live("report")
+        declare(settings, report={"cron": "30 13 * * *", "timezone": "UTC"})
+        reconcile(scheduled)
+    old.refresh_from_db()
+    assert (old.state, old.last_error) == (State.CANCELLED, "schedule changed")
+    assert live("report").run_at == T0 + timedelta(hours=1, minutes=30)
+    assert Schedule.objects.get(name="report").definition["cron"] == "30 13 * * *"
+
+
+def test_a_schedule_removed_from_settings_is_retired_at_the_next_start(
+    scheduled, settings, make_runner
+):
+    declare(settings, gone={"every": 3600}, kept={"every": 3600})
+    with freeze_time(T0):
+        make_runner(registry=scheduled).drain()
+        queued = live("gone")
+        declare(settings, kept={"every": 3600})
+        make_runner(registry=scheduled).drain()
+    queued.refresh_from_db()
+    assert (queued.state, queued.last_error) == (State.CANCELLED, "schedule removed")
+    assert not Schedule.objects.filter(name="gone").exists()
+    assert not Job.objects.filter(key="schedule:gone", live=True).exists()
+    assert Job.objects.filter(key="schedule:kept", live=True).count() == 1
+
+
+def test_a_handlers_schedule_attribute_is_a_schedule_named_after_its_kind(registry, settings):
+    settings.JOBS_SCHEDULES = {}
+
+    class Nightly(JobHandler):
+        kind = "test.nightly"
+        schedule = "0 2 * * *"
+
+    registry.register(Nightly)
+    with freeze_time(T0):
+        reconcile(registry)
+    job = live("test.nightly")
+    assert (job.kind, job.payload) == ("test.nightly", {})
+    assert Schedule.objects.get(name="test.nightly").definition["timezone"] == settings.TIME_ZONE
+
+
+def test_a_task_on_a_schedule_runs_through_the_backend_and_its_result_is_readable(
+    registry, settings, make_runner
+):
+    registry.register(TaskHandler)
+    settings.JOBS_SCHEDULES = {
+        "sums": {"task": "tests.jobapp.tasks.add", "every": 60, "args": [2, 3]},
+    }
+    with freeze_time(T0 + timedelta(seconds=1)) as frozen:
+        make_runner(registry=registry).drain()
+        frozen.move_to(T0 + timedelta(minutes=1))
+        make_runner(registry=registry).drain()
+    done = Job.objects.get(key="schedule:sums", state=State.DONE)
+    result = default_task_backend.get_result(str(done.id))
+    assert result.return_value == 5
+    assert result.task.func is test_tasks.add.func
+
+
+@pytest.mark.parametrize(
+    ("options", "sentence"),
+    [
+        ({"kind": "test.scheduled", "cron": "0 25 * * *"}, "bad cron expression '0 25 * * *'"),
+        (
+            {"kind": "test.scheduled", "cron": "0 2 * * *", "timezone": "Mars/Olympus"},
+            "unknown timezone",
+        ),
+        ({"kind": "test.nothing", "every": 60}, "no handler is registered for kind 'test.nothing'"),
+        ({"task": "tests.jobapp.tasks.nothing", "every": 60}, "cannot import task"),
+        ({"kind": "test.scheduled", "every": 60, "cron": "* * * * *"}, "not both or neither"),
+        ({"kind": "test.scheduled"}, "not both or neither"),
+        ({"kind": "test.scheduled", "every": 60, "missed": "later"}, "missed must be"),
+    ],
+)
+def test_a_schedule_that_cannot_work_is_a_check_error_and_runjobs_refuses_with_its_sentence(
+    settings, options, sentence
+):
+    default_registry.register(ScheduledHandler)
+    try:
+        settings.JOBS_SCHEDULES = {"broken": options}
+        errors = check_schedules(None)
+        assert [error.id for error in errors] == ["jobs.E007"]
+        assert errors[0].msg.startswith("JOBS_SCHEDULES['broken']: ")
+        assert sentence in errors[0].msg
+        with pytest.raises(CommandError) as refused:
+            call_command("runjobs", "--burst")
+        assert str(refused.value) == errors[0].msg
+    finally:
+        default_registry._handlers.pop(ScheduledHandler.kind, None)
