@@ -73,8 +73,8 @@ def test_an_operator_disables_a_schedule_from_the_schedules_page_and_sees_it_dis
 
     assert said.startswith("Disabled: nightly"), said
     assert enabled == "False", "the row shows the schedule disabled"
-    row = Schedule.objects.get(name="nightly")
-    assert (row.enabled, row.changed_by) == (False, "admin:ops")
+    stored = Schedule.objects.get(name="nightly")
+    assert (stored.enabled, stored.changed_by) == (False, "admin:ops")
     clipped = fits["scrollWidth"] > fits["clientWidth"] or fits["cells"] or fits["boxes"]
     assert not clipped, f"the page scrolls sideways or clips a column:\n{pformat(fits)}"
     assert screenshot.stat().st_size > 0

@@ -184,6 +184,8 @@ def test_run_now_makes_the_selected_schedules_queued_occurrence_due_now(admin_cl
     response = act(admin_client, "run_now", "nightly")
 
     job.refresh_from_db()
-    assert job.run_at <= timezone.now() < Schedule.objects.get(name="nightly").due_at
+    due_at = Schedule.objects.get(name="nightly").due_at
+    assert due_at is not None
+    assert job.run_at <= timezone.now() < due_at
     assert messages_of(response) == ["Run now: 1 touched."]
     assert live_job("pulse").run_at == other.run_at, "the unselected schedule's is untouched"
