@@ -20,9 +20,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from jobs import cli, operations
-from jobs.cli_show import stamp
 from jobs.cli_text import Write, table
-from jobs.models import Schedule
 from jobs.presentation import NOTHING, relative
 from jobs.schedules import operator
 from jobs.schedules.operator import Listed, NoSuchSchedule
@@ -47,8 +45,8 @@ def list_schedules(write: Write, *, as_json: bool = False, using: str = DEFAULT_
             one.expression,
             one.words,
             one.zone,
-            _when(one.row.due_at, now),
-            _last(one.row, now),
+            _when(one.row.due_at, now, one.zone),
+            _last(one, now),
             "yes" if one.row.enabled else f"no (by {one.row.changed_by or NOTHING})",
             f"{one.live_job.id} {one.live_job.state}" if one.live_job else NOTHING,
         ]
@@ -114,15 +112,14 @@ def as_data(listed: Listed) -> dict[str, Any]:
     }
 
 
-def _when(moment: datetime | None, now: datetime) -> str:
-    """An instant to the second, and how far from now (naive with `USE_TZ = False`)."""
+def _when(moment: datetime | None, now: datetime, zone: str) -> str:
+    """An instant to the second in its schedule's zone, and how far from now."""
     if moment is None:
         return NOTHING
-    shown = moment if timezone.is_aware(moment) else timezone.make_aware(moment)
-    return f"{stamp(shown)} ({relative(moment, now)})"
+    return f"{operator.local(moment, zone):%Y-%m-%d %H:%M:%S %Z} ({relative(moment, now)})"
 
 
-def _last(row: Schedule, now: datetime) -> str:
-    if row.last_fire_at is None:
+def _last(one: Listed, now: datetime) -> str:
+    if one.row.last_fire_at is None:
         return NOTHING
-    return f"{_when(row.last_fire_at, now)} {row.last_outcome}"
+    return f"{_when(one.row.last_fire_at, now, one.zone)} {one.row.last_outcome}"

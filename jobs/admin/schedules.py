@@ -151,20 +151,20 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
 
     @admin.display(description="next fire", ordering="due_at")
     def next_fire(self, row: Schedule) -> SafeString | str:
-        return _when(row.due_at)
+        return _when(row.due_at, row)
 
     @admin.display(description="last fire", ordering="last_fire_at")
     def last_fire(self, row: Schedule, page: _Page | None = None) -> SafeString | str:
         """When the last occurrence was due, and how it ended, linking to its job
         while the sweep has not removed it."""
         if not row.last_outcome:
-            return _when(row.last_fire_at)
+            return _when(row.last_fire_at, row)
         outcome = badge(row.last_outcome, row.last_outcome)
         page = page or _Page(Schedule.objects.db)
         if row.last_job_id is not None and row.last_job_id in page.kept:
             url = reverse("admin:jobs_job_change", args=[row.last_job_id])
             outcome = format_html('<a href="{}">{}</a>', url, outcome)
-        return format_html("{}<br>{}", _when(row.last_fire_at), outcome)
+        return format_html("{}<br>{}", _when(row.last_fire_at, row), outcome)
 
     @admin.display(description="changed", ordering="changed_at")
     def changed(self, row: Schedule) -> SafeString | str:
@@ -267,12 +267,17 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
             )
 
 
-def _when(moment: datetime | None) -> SafeString | str:
+def _when(moment: datetime | None, row: Schedule | None = None) -> SafeString | str:
     """An instant to the second, with how far it is from now; the date and the
-    time each kept on one line."""
+    time each kept on one line. A cron schedule's fire times are shown in its
+    own zone, where its expression reads them (02:00 in Paris, not 01:00 UTC)."""
     if moment is None:
         return NOTHING
-    day, _, time = stamp(moment).partition(" ")
+    if row is None:
+        text = stamp(moment)
+    else:
+        text = f"{operator.local(moment, operator.describe(row)[2]):%Y-%m-%d %H:%M:%S %Z}"
+    day, _, time = text.partition(" ")
     return format_html(
         '<span class="jobs-stamp">{}</span> <span class="jobs-stamp">{}</span><br>'
         '<span class="jobs-quiet">{}</span>',

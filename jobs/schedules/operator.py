@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from django.db import transaction
 from django.utils import timezone
@@ -64,15 +65,28 @@ class Listed:
         return self.row.due_at
 
 
+#: The zone `describe` gives an interval (it fires on the UTC grid, in no zone)
+#: and a row whose definition cannot be read.
+NO_ZONE = ("—", "?")
+
+
 def describe(row: Schedule) -> tuple[str, str, str]:
     """A row's timing as (expression, in words, zone)."""
     try:
         schedule = Planned.stored(row.name, row.kind, row.definition)
     except ScheduleError as error:
-        return "?", str(error), "?"
+        return "?", str(error), NO_ZONE[1]
     timing = schedule.timing
-    expression = timing.cron if timing.cron is not None else f"every {timing.every:g}s"
-    return expression, timing.describe(), timing.zone
+    if timing.cron is None:
+        return f"every {timing.every:g}s", timing.describe(), NO_ZONE[0]
+    return timing.cron, timing.describe(), timing.zone
+
+
+def local(moment: datetime, zone: str) -> datetime:
+    """`moment` as its schedule reads it: in the schedule's zone (02:00 in
+    Paris, not 01:00 UTC), or for an interval in the site's."""
+    aware = moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+    return timezone.localtime(aware, None if zone in NO_ZONE else ZoneInfo(zone))
 
 
 def listing(using: str | None = None, name: str | None = None) -> list[Listed]:

@@ -144,3 +144,6 @@ class LimitedHandler(JobHandler):
         time.sleep(float(job.payload.get("seconds", 0)))
         _finish(execution)
         return Done()
+
+
+from tests.jobapp import schedule_jobs  # noqa: E402, F401  (the schedules tests' handlers)

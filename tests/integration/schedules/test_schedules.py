@@ -336,3 +336,52 @@ def test_a_schedule_that_cannot_work_is_a_check_error_and_runjobs_refuses_with_i
         assert str(refused.value) == errors[0].msg
     finally:
         default_registry._handlers.pop(ScheduledHandler.kind, None)
+
+
+@pytest.mark.parametrize(
+    ("zone", "expression", "start", "expected"),
+    [
+        # Paris, spring: 02:30 does not exist on 29 March; it runs at 03:00, once.
+        (
+            "Europe/Paris",
+            "30 2 * * *",
+            datetime(2026, 3, 28, 12, tzinfo=UTC),
+            ["2026-03-29T01:00", "2026-03-30T00:30", "2026-03-31T00:30"],
+        ),
+        # New York, autumn: 01:30 happens twice on 1 November; it runs once, at 01:30 EDT.
+        (
+            "America/New_York",
+            "30 1 * * *",
+            datetime(2026, 10, 31, 12, tzinfo=UTC),
+            ["2026-11-01T05:30", "2026-11-02T06:30", "2026-11-03T06:30"],
+        ),
+    ],
+)
+def test_across_a_dst_change_a_daily_schedule_runs_once_a_day_through_a_runner(
+    scheduled, settings, make_runner, zone, expression, start, expected
+):
+    declare(settings, daily={"cron": expression, "timezone": zone})
+    runner = make_runner(registry=scheduled)
+    with freeze_time(start) as frozen:
+        runner.drain()
+        for _ in expected:
+            frozen.move_to(live("daily").run_at)
+            runner.drain()
+    ran = [job.run_at.strftime("%Y-%m-%dT%H:%M") for job in occurrences("daily")[:-1]]
+    assert ran == expected
+    assert len(Ran.calls) == len(expected), "each day's fire time ran once"
+
+
+def test_with_use_tz_false_fire_times_are_wall_times_in_time_zone(scheduled, settings, make_runner):
+    """Rows hold naive wall times in `TIME_ZONE` then; Tokyo is nine hours from
+    UTC, so a mix-up cannot pass."""
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "Asia/Tokyo"
+    declare(settings, nightly={"cron": "0 2 * * *"})
+    wall = datetime(2030, 1, 1, 12, 0)
+    make_runner(registry=scheduled, clock=lambda: wall).drain()
+    first = live("nightly")
+    assert first.run_at == datetime(2030, 1, 2, 2, 0), "02:00 in Tokyo, as a naive wall time"
+    make_runner(registry=scheduled, clock=lambda: datetime(2030, 1, 2, 2, 0)).drain()
+    assert len(Ran.calls) == 1
+    assert live("nightly").run_at == datetime(2030, 1, 3, 2, 0)
