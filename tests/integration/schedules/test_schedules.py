@@ -68,6 +68,15 @@ def occurrences(name: str) -> list[Job]:
     return list(Job.objects.filter(key=f"schedule:{name}").order_by("created_at", "run_at"))
 
 
+def first_hour(runner) -> None:
+    """Start `runner` just after T0 (planning an hourly schedule for 13:00),
+    then move to 13:00 and let the occurrence run."""
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        runner.drain()
+        frozen.move_to(T0 + timedelta(hours=1))
+        runner.drain()
+
+
 def live(name: str) -> Job:
     return Job.objects.get(key=f"schedule:{name}", live=True)
 
@@ -89,11 +98,7 @@ def test_each_occurrence_is_a_job_of_its_own_and_the_next_is_queued_when_it_ends
     scheduled, settings, make_runner
 ):
     declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
-    runner = make_runner(registry=scheduled)
-    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
-        runner.drain()
-        frozen.move_to(T0 + timedelta(hours=1))
-        runner.drain()
+    first_hour(make_runner(registry=scheduled))
     first, second = occurrences("hourly")
     assert (first.state, first.run_at) == (State.DONE, T0 + timedelta(hours=1))
     assert (second.state, second.run_at) == (State.QUEUED, T0 + timedelta(hours=2))
@@ -174,11 +179,7 @@ def test_an_occurrence_that_fails_for_good_does_not_stop_the_schedule(
 ):
     declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
     Ran.outcomes = [Failed("the report's source is gone")]
-    runner = make_runner(registry=scheduled)
-    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
-        runner.drain()
-        frozen.move_to(T0 + timedelta(hours=1))
-        runner.drain()
+    first_hour(make_runner(registry=scheduled))
     first, second = occurrences("hourly")
     assert first.state == State.FAILED
     assert (second.state, second.run_at) == (State.QUEUED, T0 + timedelta(hours=2))
