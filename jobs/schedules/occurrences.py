@@ -102,13 +102,12 @@ def follow(store: Store, job: Job, now: datetime, outcome: str, started: datetim
     if schedule is None:
         return
     due = aware(row.due_at or job.run_at)
-    moment = aware(now)
-    upcoming = schedule.timing.following(
-        due, due if started is None else aware(started), moment, schedule.missed == ONCE
-    )
+    began = due if started is None else aware(started)
+    upcoming = schedule.timing.following(due, began, aware(now), schedule.missed == ONCE)
     queued = enqueue(schedule.spec(stored(upcoming.run_at)), using=using)
     row.due_at = stored(upcoming.fire_at)
-    row.last_fire_at, row.last_outcome = stored(due), outcome
+    # An occurrence run early (run-now) stood for no fire time: its start is shown.
+    row.last_fire_at, row.last_outcome = stored(min(due, began)), outcome
     row.last_job_id, row.last_ended_at = job.id, now
     row.save(
         using=using,

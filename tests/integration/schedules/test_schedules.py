@@ -236,6 +236,7 @@ def test_run_now_on_an_occurrence_runs_it_early_and_keeps_the_schedules_fire_tim
     assert live("nightly").run_at == datetime(2030, 1, 2, 2, 0, tzinfo=UTC), (
         "the 02:00 run still happens"
     )
+    assert Schedule.objects.get(name="nightly").last_fire_at == T0, "the early run is the last"
 
 
 def test_three_reconciles_create_each_schedules_row_and_occurrence_once(scheduled, settings):
