@@ -2,7 +2,7 @@
 
 Everything a deployment changes comes from a variable: `DATABASE_URL` (SQLite in
 the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, and the
-queue's seven `JOBS_*` keys (see `jobs.config`), and the orders example's
+queue's nine `JOBS_*` keys (see `jobs.config`), and the orders example's
 `ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`. With `DEBUG=False` the
 HTTPS settings (`SECURE_SSL_REDIRECT`, `SECURE_HSTS_*`, `SESSION_COOKIE_SECURE`,
 `CSRF_COOKIE_SECURE`) default to their secure values, so `check --deploy` is
@@ -115,7 +115,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 
-# The queue's seven keys; any left out take the defaults in jobs.config. Each
+# The queue's nine keys; any left out take the defaults in jobs.config. Each
 # may come from a JOBS_<KEY> variable, e.g. JOBS_MAX_CONCURRENT=16.
 JOBS = {
     name: env.int(f"JOBS_{name.upper()}")
@@ -127,6 +127,8 @@ JOBS = {
         "retry_max_seconds",
         "lease_seconds",
         "retention_days",
+        "heartbeat_seconds",
+        "hard_kill_after",
     )
     if f"JOBS_{name.upper()}" in os.environ
 }

@@ -1,4 +1,5 @@
-"""The queue's seven keys: their defaults, their bounds, and `settings.JOBS` as their source.
+"""The queue's nine keys (the seed's seven, two for failover): their defaults,
+their bounds, and `settings.JOBS` as their source.
 
 Pure: nothing here reads the database, so every module may import it (the
 models take their fields' defaults and validators from it). Reading and
@@ -70,6 +71,19 @@ class JobsSettings:
     #: 0 keeps everything and stops the sweep being scheduled; setting it back
     #: above 0 schedules it again. Reaches the sweep's next pass.
     retention_days: int = 7
+    #: How often a runner renews the leases of its running attempts; the lease
+    #: written at claim is three of these, so a runner that dies has its rows
+    #: taken by another within about three times this, while a live runner's long
+    #: attempt is never taken (its budget is still enforced in-process). 0
+    #: writes the whole budget as the lease, renewing nothing. Reaches the
+    #: next claim and the next renewal.
+    heartbeat_seconds: int = 10
+    #: A synchronous attempt still running this long past its budget (settled
+    #: as timed out, but its thread cannot be stopped) makes its process stop
+    #: claiming, finish or hand back its other attempts, and exit, so that a
+    #: hung handler keeps no thread or connection for ever. 0 never does.
+    #: Reaches the next claim.
+    hard_kill_after: int = 60
 
     @property
     def poll_interval(self) -> timedelta:
@@ -78,6 +92,11 @@ class JobsSettings:
     @property
     def lease(self) -> timedelta:
         return timedelta(seconds=self.lease_seconds)
+
+    @property
+    def heartbeat(self) -> timedelta | None:
+        """How often leases are renewed, or None when they are not."""
+        return timedelta(seconds=self.heartbeat_seconds) if self.heartbeat_seconds else None
 
     def problems(self) -> list[str]:
         """Every reason these values cannot be used; empty when they can."""
@@ -111,11 +130,13 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "retry_max_seconds": (0, 2_592_000),  # up to 30 days
     "lease_seconds": (1, 86_400),  # up to a day
     "retention_days": (0, 3_650),  # up to ten years
+    "heartbeat_seconds": (0, 3_600),  # up to an hour
+    "hard_kill_after": (0, 86_400),  # up to a day
 }
 
 
 def from_mapping(values: dict[str, Any]) -> JobsSettings:
-    """Settings from a mapping of (some of) the seven keys, refusing unknown or bad ones."""
+    """Settings from a mapping of (some of) the nine keys, refusing unknown or bad ones."""
     unknown = sorted(set(values) - set(KEYS))
     if unknown:
         raise ImproperlyConfigured(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -28,6 +27,7 @@ from django.db import models
 from django.db.models import Case, Q, Value, When
 
 from jobs import config, history
+from jobs.models.runners import RUNNER_NAME_MAX_LENGTH
 from jobs.spec import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
@@ -37,9 +37,6 @@ from jobs.spec import (
     PRIORITY_MIN,
     QUEUE_NAME_MAX_LENGTH,
 )
-
-#: The longest runner name a row keeps (a host name is at most 253 characters).
-RUNNER_NAME_MAX_LENGTH = 300
 
 
 class AttemptRecordField(models.JSONField):
@@ -268,6 +265,19 @@ class JobsConfig(models.Model):
         "stops the sweep; setting it back above 0 schedules the sweep again. Reaches the "
         "sweep's next pass.",
     )
+    heartbeat_seconds = _config_field(
+        "heartbeat_seconds",
+        "Seconds between a runner's renewals of its running attempts' leases; a claim's "
+        "lease is three of these, so a dead runner's jobs are taken by another within "
+        "about three times this. 0 holds each claim for the attempt's whole budget instead. "
+        "Reaches the next claim.",
+    )
+    hard_kill_after = _config_field(
+        "hard_kill_after",
+        "Seconds an attempt may run past its budget (a handler that cannot be "
+        "interrupted) before its runner process stops claiming, hands back its other "
+        "attempts and exits, to be restarted. 0 never. Reaches the next claim.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -309,75 +319,8 @@ class JobsConfig(models.Model):
         return row
 
 
-class RunnerProcess(models.Model):
-    """One live `runjobs` process, as it last reported itself.
-
-    Written by the runner's heartbeat every few seconds and deleted on a clean
-    exit, so a row whose heartbeat has gone stale is a runner that died: its
-    running jobs stay `running` until their leases expire and another runner
-    takes them.
-    """
-
-    #: How often a runner reports itself.
-    HEARTBEAT = timedelta(seconds=5)
-    #: A runner silent this long is shown as gone: several missed heartbeats.
-    STALE_AFTER = timedelta(seconds=20)
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    hostname = models.CharField(max_length=255)
-    pid = models.IntegerField()
-    version = models.CharField(max_length=50)
-    started_at = models.DateTimeField()
-    heartbeat_at = models.DateTimeField()
-    max_concurrent = models.PositiveIntegerField(help_text="Its effective limit right now.")
-    running = models.PositiveIntegerField(default=0, help_text="Attempts running right now.")
-    kinds = models.JSONField(default=list, help_text="The kinds it has handlers for.")
-    queues = models.JSONField(
-        null=True,
-        blank=True,
-        help_text="The queues it claims from (runjobs --queue); empty for every queue.",
-    )
-    lane = models.PositiveSmallIntegerField(
-        default=0, help_text="Which of its process's claiming loops this is, from 0."
-    )
-    lanes = models.PositiveSmallIntegerField(
-        default=1, help_text="How many claiming loops its process runs (runjobs --lanes)."
-    )
-
-    class Meta:
-        verbose_name = "runner"
-        ordering = ["hostname", "pid", "lane"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def name(self) -> str:
-        """How the runners page names it, and what its claims write in `Job.claimed_by`."""
-        return runner_name(self.hostname, self.pid, self.lane, self.lanes)
-
-    @property
-    def lane_label(self) -> str:
-        """`lane 1 of 2` for a process that runs several lanes; '' for one that runs one."""
-        return lane_label(self.lane, self.lanes)
-
-    def is_gone(self, now: datetime) -> bool:
-        return self.heartbeat_at < now - self.STALE_AFTER
-
-
-def lane_label(lane: int, lanes: int) -> str:
-    """`lane 1 of 2` for a process that runs several lanes; '' for one that runs one."""
-    return f"lane {lane} of {lanes}" if lanes > 1 else ""
-
-
-def runner_name(hostname: str, pid: int, lane: int = 0, lanes: int = 1) -> str:
-    """A runner's name: `host:pid`, and its lane where its process runs several."""
-    return " ".join(filter(None, [f"{hostname}:{pid}", lane_label(lane, lanes)]))[
-        :RUNNER_NAME_MAX_LENGTH
-    ]
-
-
-# The routing models (concurrency limits, operator controls), kept apart for size.
 from jobs.models.routing import Control as Control  # noqa: E402
 from jobs.models.routing import LimitedAttempt as LimitedAttempt  # noqa: E402
+from jobs.models.runners import RunnerProcess as RunnerProcess  # noqa: E402
+from jobs.models.runners import runner_name as runner_name  # noqa: E402
 from jobs.models.schedules import Schedule as Schedule  # noqa: E402

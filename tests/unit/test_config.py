@@ -27,13 +27,15 @@ SEED_DEFAULTS = {
     "lease_seconds": 300,
     "retention_days": 7,
 }
+#: The keys added since the seed, for failover (issue 22), and their defaults.
+FAILOVER_DEFAULTS = {"heartbeat_seconds": 10, "hard_kill_after": 60}
 
 
 def test_the_defaults_are_the_seeds():
-    assert dataclasses.asdict(JobsSettings()) == SEED_DEFAULTS, (
-        "the seven keys and their defaults are the seed's, no more and no fewer"
+    assert dataclasses.asdict(JobsSettings()) == SEED_DEFAULTS | FAILOVER_DEFAULTS, (
+        "the seed's seven keys with their defaults, and the two failover keys"
     )
-    assert tuple(SEED_DEFAULTS) == config.KEYS, "KEYS lists the seven keys"
+    assert tuple(SEED_DEFAULTS | FAILOVER_DEFAULTS) == config.KEYS, "KEYS lists the nine keys"
 
 
 def test_the_defaults_are_usable():
