@@ -21,10 +21,18 @@ if TYPE_CHECKING:
     from jobs.schedules.occurrences import Occurrence
 
 
-def lease_for(budget: timedelta) -> timedelta:
+def lease_for(budget: timedelta, heartbeat: timedelta | None = None) -> timedelta:
     """The lease written for an attempt with `budget`: slightly longer, so the
-    runner's own timeout fires before another runner could take the row."""
-    return budget + max(timedelta(seconds=1), budget / 20)
+    runner's own timeout fires before another runner could take the row; or,
+    with heartbeats on, three heartbeats when that is shorter (the runner
+    renews it while the attempt runs: `jobs.runner.watch`)."""
+    lease = budget + max(timedelta(seconds=1), budget / 20)
+    return lease if heartbeat is None else min(lease, RENEWALS_PER_LEASE * heartbeat)
+
+
+#: A heartbeat lease outlasts this many heartbeats: a renewal missed (a slow
+#: pass, a busy database) never costs the attempt its row.
+RENEWALS_PER_LEASE = 3
 
 
 class Attempt:
@@ -58,6 +66,9 @@ class Attempt:
         self.occurrence: Occurrence | None = None
         self._lock = threading.Lock()
         self._taken = False
+        #: Set when the worker's call into the handler has returned, however it
+        #: ended: an attempt timed out without it is still holding a thread.
+        self.returned = False
 
     @property
     def finished(self) -> bool:
@@ -71,3 +82,15 @@ class Attempt:
                 return False
             self._taken = True
             return True
+
+    def hold_if_running(self) -> bool:
+        """Hold the attempt's lock if nobody has taken it yet (True), so that
+        its lease can be renewed before its settle reads it; `let_go_of` then."""
+        self._lock.acquire()
+        if self._taken:
+            self._lock.release()
+            return False
+        return True
+
+    def let_go_of(self) -> None:
+        self._lock.release()

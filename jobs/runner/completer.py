@@ -158,17 +158,16 @@ class Completer:
 
     def released(self, attempt: Attempt, now: datetime) -> None:
         """The runner stops with `attempt` still running past its grace: hand the
-        row back, due when its lease would have ended (no runner takes it
-        sooner than the lease allowed), the attempt on the record as released.
-        A result the handler returns later is discarded."""
+        row back, due now (its process exits next, taking the thread with it),
+        its attempt counted and on the record as released. A result the
+        handler returns meanwhile is discarded."""
         if not attempt.take():
             return  # it ended meanwhile: its settle is under way
         try:
             reason = "the runner stopped before the attempt ended (its grace period ran out)"
             error = history.AttemptReleased(reason)
             entry = history.for_attempt(attempt.job, history.Outcome.RELEASED, reason, error, now)
-            run_at = max(now, attempt.job.lease_expires_at or now)
-            self._guarded(self._release, attempt, run_at, reason, entry, now)
+            self._guarded(self._release, attempt, now, reason, entry, now)
         finally:
             self.let_go(attempt)
 

@@ -133,8 +133,10 @@ class Executor:
             # anyway came from the refusal or the completer, and leaves no
             # outcome to settle: the slot is freed and the row left to its
             # lease, as a crash would leave it. The pool keeps the thread.
+            attempt.returned = True
             self.completer.let_go(attempt)
             raise
+        attempt.returned = True
         self.completer.ended(attempt, outcome)
 
     @staticmethod

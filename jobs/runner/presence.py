@@ -15,6 +15,10 @@ from datetime import datetime, timedelta
 from jobs import __version__
 from jobs.models import RunnerProcess, runner_name
 
+#: Set by `runjobs --processes` in each child's environment (see
+#: `jobs.runner.process`): the supervisor's pid, shown on the runners page.
+SUPERVISOR_PID_ENV = "JOBS_SUPERVISOR_PID"
+
 #: Rows of runners silent this long are deleted when another runner starts.
 FORGET_AFTER = timedelta(days=1)
 
@@ -52,6 +56,7 @@ class Presence:
             queues=list(queues) if queues else None,
             lane=self.lane,
             lanes=self.lanes,
+            supervisor_pid=supervisor_pid(),
         )
 
     def beat(self, running: int, max_concurrent: int, *, force: bool = False) -> None:
@@ -72,3 +77,9 @@ class Presence:
         if self.row is not None:
             RunnerProcess.objects.using(self.using).filter(pk=self.row.pk).delete()
             self.row = None
+
+
+def supervisor_pid() -> int | None:
+    """The pid of the supervisor that started this process, if one did."""
+    value = os.environ.get(SUPERVISOR_PID_ENV, "")
+    return int(value) if value.isdigit() else None

@@ -2,9 +2,11 @@
 
 SIGTERM or SIGINT stops claiming and gives running attempts `grace` seconds to
 finish. Whatever still runs when the grace runs out is released: its row goes
-back to the queue, due when its lease would have ended, with the attempt on
-its record. A second signal exits at once, writing nothing: its rows stay
-`running` until their leases expire and a runner takes them.
+back to the queue, due now, with the attempt on its record, and the process
+exits (taking those threads with it). A hung handler (`jobs.runner.watch`)
+stops every lane the same way, and the process exits `EXIT_HARD_LIMIT`.
+A second signal exits at once, writing nothing: its rows stay `running`
+until their leases expire and a runner takes them.
 SIGHUP re-reads the config at once.
 """
 
@@ -24,6 +26,19 @@ from jobs.runner.producer import Runner
 
 #: The exit status after a second signal or an expired grace period.
 EXIT_INTERRUPTED = 1
+#: The exit status after a hung attempt outlived its budget by `hard_kill_after`:
+#: the process left so that a supervisor (or a process manager) starts a fresh one.
+EXIT_HARD_LIMIT = 3
+
+#: Set by `runjobs --processes` for each child, beside the supervisor's pid
+#: (`presence.SUPERVISOR_PID_ENV`): the child's index; only index 0 calls `recover`.
+PROCESS_INDEX_ENV = "JOBS_PROCESS_INDEX"
+
+
+def recovers() -> bool:
+    """Whether this process calls the handlers' `recover`: every process on
+    its own, and only the first child of a supervisor."""
+    return os.environ.get(PROCESS_INDEX_ENV, "0") == "0"
 
 
 def serve(
@@ -42,9 +57,23 @@ def serve(
     own connection. A signal stops them all; the grace period is shared.
     """
     runners = [
-        Runner(using=using, lane=lane, lanes=lanes, queues=queues, queue_caps=queue_caps)
+        Runner(
+            using=using,
+            lane=lane,
+            lanes=lanes,
+            queues=queues,
+            queue_caps=queue_caps,
+            recover=recovers(),
+        )
         for lane in range(lanes)
     ]
+
+    def stop_all() -> None:
+        for runner in runners:
+            runner.stop()
+
+    for runner in runners:
+        runner.on_hung = stop_all
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -95,4 +124,6 @@ def serve(
             runner.close(wait=finished)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if any(runner.watch.hung_attempt is not None for runner in runners):
+        return EXIT_HARD_LIMIT
     return 0 if finished else EXIT_INTERRUPTED

@@ -1,19 +1,15 @@
 """The runner's loop: how many can I take, take them, hand them on; then sleep
 until woken or the poll interval passes.
 
-Each pass times out overrunning attempts, counts the free slots
-(`jobs.runner.slots`), and claims that many rows in the same statement and
-commit that settles the `Done` batch the completer holds
-(`jobs.runner.completer`); the executor builds an attempt for each claim, and
-the worker pool runs them. `max_concurrent` is enforced here, per pass:
-raising it widens the next claim, lowering it only stops claiming until
-running attempts finish. The config row is re-read every
-`CONFIG_CHECK_SECONDS`, busy or idle, and any change ends an idle wait at
-once, so a new poll interval cuts short a sleep begun at the old one.
-
-A pass's own bookkeeping (that periodic re-read, the heartbeat) runs after
-its claims are handed on, never between a wake-up and the claim: each is a
-round trip, and a job enqueued just then would wait for it.
+Each pass counts the free slots (`slots`) and claims that many rows in the
+statement and commit that settles the completer's `Done` batch; the executor
+builds an attempt for each claim, and the pool runs them. `max_concurrent` is
+enforced here, per pass: raising it widens the next claim, lowering it only
+stops claiming until running attempts finish. The config row is re-read every
+`CONFIG_CHECK_SECONDS`, busy or idle; a change ends an idle wait at once.
+A pass's bookkeeping (that re-read, the `watch` over budgets, leases and hung
+handlers, the heartbeat) runs after its claims are handed on, never between a
+wake-up and the claim: each is a round trip a new job would wait for.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
@@ -41,6 +37,7 @@ from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.runner.slots import Slots
+from jobs.runner.watch import Watch
 from jobs.store import for_database, limits
 
 #: The longest an idle runner goes without re-reading the config row, unless
@@ -79,10 +76,12 @@ class Runner:
         lanes: int = 1,
         queues: Sequence[str] | None = None,
         queue_caps: Mapping[str, int] | None = None,
+        recover: bool = True,
     ) -> None:
         if not 0 <= lane < lanes:
             raise ValueError(f"lane {lane} of {lanes}: lanes are numbered from 0")
         self.lane, self.lanes = lane, lanes
+        self.recovers = recover and lane == 0
         #: The queues this runner claims from; None for every queue.
         self.queues = tuple(queues) if queues else None
         #: This lane's share of each queue's cap (`runjobs --queue NAME=N`).
@@ -104,6 +103,10 @@ class Runner:
         self.completer = Completer(self.store, self.slots, clock)
         self.executor = Executor(self.registry, self.completer, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
+        self.watch = Watch(self.store, self.slots, self.completer)
+        #: Called when a hung attempt makes this runner give up; `serve` makes
+        #: it stop every lane of the process.
+        self.on_hung: Callable[[], None] = self.stop
         #: Set when the config row must be read again before the next claim:
         #: a reload request (SIGHUP, a notice) or a save in this process.
         self._config_stale = threading.Event()
@@ -151,7 +154,7 @@ class Runner:
                 target=self._tick_config, name="jobs-config", daemon=True
             )
             self._ticker.start()
-        if self.lane == 0:
+        if self.recovers:
             recover_all(self.registry, self._current, self.using)
         while not self.stopping.is_set():
             self.doorbell.clear()
@@ -240,9 +243,11 @@ class Runner:
                 break
             self.doorbell.clear()
             self.completer.settle_batch(self.clock())
-            self._reap(self.clock())
+            self._keep_watch(self.clock())
             if self.in_flight():
-                self.doorbell.wait(min(remaining, self._wait_seconds()))
+                self.doorbell.wait(
+                    min(remaining, self.watch.wait_seconds(self.clock(), self._current))
+                )
         left = self.in_flight()
         if left:
             log.event(
@@ -255,9 +260,7 @@ class Runner:
 
     def release(self) -> None:
         """Hand back the attempts still running when the process gives up on
-        them (its grace ran out): each row goes back to the queue, due when
-        its lease would have ended, the attempt on its record as released
-        (`Completer.released`)."""
+        them (its grace ran out): due now, on the record as released."""
         for attempt in self.in_flight():
             self.completer.released(attempt, self.clock())
 
@@ -303,7 +306,7 @@ class Runner:
         forget_queries()  # DEBUG's query log: see `forget_queries`
         now = self.clock()
         settings = self._refresh()
-        self._reap(now)
+        self.watch.reap(now)
         self.slots.gather()
         batch = self.completer.done_batch()
         running = self.slots.taken() - len(batch)
@@ -311,7 +314,8 @@ class Runner:
         free = max(0, share - running)
         budgets = self.executor.budgets(settings, now)
         leases, queues, paused = self.controls.scope(
-            {kind: lease_for(budget) for kind, budget in budgets.items()}, self.queues
+            {kind: lease_for(budget, settings.heartbeat) for kind, budget in budgets.items()},
+            self.queues,
         )
         try:
             won, claims = limits.settle_and_claim(
@@ -335,6 +339,7 @@ class Runner:
         self.pool.submit_many(started)
         self.passes += 1
         # Bookkeeping, now that the claimed attempts are running.
+        self._keep_watch(now)
         self.presence.beat(running + len(started), share)
         if self._config_due.is_set():
             self._refresh(force=True)
@@ -344,11 +349,13 @@ class Runner:
         """The attempts holding a slot: running, or awaiting their settle."""
         return self.slots.in_flight()
 
-    def _reap(self, now: datetime) -> None:
-        """Time out the attempts past their budget (the completer settles them)."""
-        for attempt in self.in_flight():
-            if attempt.deadline <= now:
-                self.completer.time_out(attempt, now)
+    def _keep_watch(self, now: datetime) -> None:
+        """Time out, renew, and give up on a hung handler (`jobs.runner.watch`)."""
+        self.watch.reap(now)
+        limited = frozenset(self.handler_limits).union(self.controls.kind_limits)
+        self.watch.renew(now, self._current, limited)
+        if self.watch.hung(now):
+            self.on_hung()
 
     def _refresh(self, *, force: bool = False) -> JobsSettings:
         """The config in force: read again (with the operator's controls) when
@@ -376,7 +383,9 @@ class Runner:
         waited = 0.0
         while not self.stopping.is_set():
             remaining = self._current.poll_interval.total_seconds() - waited
-            step = min(remaining, self._config_check, self._wait_seconds())
+            step = min(
+                remaining, self._config_check, self.watch.wait_seconds(self.clock(), self._current)
+            )
             if step <= 0 or self.doorbell.wait(step):
                 return
             waited += step
@@ -384,14 +393,7 @@ class Runner:
             try:
                 if (self._refresh(force=True), self.controls) != before:
                     return
+                self._keep_watch(self.clock())
                 self.presence.beat(len(self.in_flight()), self.slots.share(self._current))
             except (DatabaseError, InterfaceError):
                 return  # the next pass reports it
-
-    def _wait_seconds(self) -> float:
-        """Sleep no longer than the poll interval or the next attempt's deadline."""
-        wait = self._current.poll_interval
-        now = self.clock()
-        for attempt in self.in_flight():
-            wait = min(wait, attempt.deadline - now)
-        return max(wait, timedelta(0)).total_seconds()

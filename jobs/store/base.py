@@ -11,6 +11,8 @@ differs (the claim, the insert) and the wake-up its database can carry.
 
 from __future__ import annotations
 
+import functools
+import operator
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,10 +22,10 @@ from typing import Any
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field
+from django.db.models import Field, Q
 
 from jobs import history
-from jobs.models import Job
+from jobs.models import Job, LimitedAttempt, State
 from jobs.stopping import Stopping
 from jobs.store.rows import Claim
 
@@ -203,6 +205,23 @@ class Store:
         """Append `entry` to the attempt record, changing nothing else (a
         reclaimed row's entry for the attempt it was taken from)."""
         raise NotImplementedError
+
+    def renew(self, jobs: Sequence[Job], until: datetime, limited: Sequence[uuid.UUID]) -> int:
+        """Extend the leases of the attempts `jobs` describe to `until`, in one
+        statement, each fenced on its attempt (a row another runner has
+        claimed since, or an operator cancelled, is left alone); and the
+        counted attempts of limited kinds among them (`limited`) likewise.
+        How many rows were renewed."""
+        pairs = functools.reduce(
+            operator.or_, (Q(id=job.id, attempts=job.attempts) for job in jobs)
+        )
+        with transaction.atomic(using=self.using):
+            rows = Job.objects.using(self.using).filter(pairs, state=State.RUNNING)
+            renewed = rows.update(lease_expires_at=until)
+            if limited:
+                counted = LimitedAttempt.objects.using(self.using).filter(job_id__in=limited)
+                counted.update(lease_expires_at=until)
+        return renewed
 
     def reschedule(self, job: Job, now: datetime, run_at: datetime) -> bool:
         """Back to `queued` at `run_at` with a fresh attempt budget; identity kept."""

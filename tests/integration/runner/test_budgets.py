@@ -101,11 +101,22 @@ def test_a_last_attempt_that_overruns_is_retired_and_abandoned_once_despite_its_
     assert "timed out" in the_job(OverrunsThenFails.kind).last_error
 
 
-def test_the_lease_written_on_the_row_outlasts_the_handlers_own_budget(
-    registry, make_runner, configure
+@pytest.mark.parametrize(
+    ("heartbeat_seconds", "lease_ends"),
+    [
+        # Heartbeats off: the lease is the budget and a margin.
+        (0, None),
+        # On: three heartbeats, renewed while the attempt runs.
+        (10, T0 + timedelta(seconds=30)),
+    ],
+)
+def test_the_lease_written_at_claim_is_the_budget_and_a_margin_or_three_heartbeats(
+    registry, make_runner, configure, heartbeat_seconds, lease_ends
 ):
-    """The runner's own timeout must fire before another runner may take the row."""
-    configure(lease_seconds=300)
+    """Without heartbeats, the runner's own timeout must fire before another
+    runner may take the row; with them, the row comes back three heartbeats
+    after its runner stops renewing it."""
+    configure(lease_seconds=300, heartbeat_seconds=heartbeat_seconds)
     budget = timedelta(seconds=60)
 
     class Budgeted(Recording):
@@ -130,6 +141,9 @@ def test_the_lease_written_on_the_row_outlasts_the_handlers_own_budget(
 
     [lease] = handler.leases
     assert lease is not None
+    if lease_ends is not None:
+        assert lease == lease_ends, "three heartbeats from the claim"
+        return
     assert lease > T0 + budget, "the lease is longer than the attempt's budget"
     assert lease < T0 + timedelta(seconds=300), (
         "the handler's lease() sets the budget, not lease_seconds"
