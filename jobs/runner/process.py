@@ -103,7 +103,7 @@ def serve(
         threading.Thread(target=run_lane, args=(runner,), name=f"jobs-lane-{runner.lane}")
         for runner in runners[1:]
     ]
-    finished = False
+    finished = hung = False
     try:
         for thread in others:
             thread.start()
@@ -118,12 +118,13 @@ def serve(
         for thread in others:
             if thread.is_alive():  # lane 0 raised: the others stop too
                 thread.join()
+        hung = any(runner.watch.hung_attempt is not None for runner in runners)
         for runner in runners:
             if not finished:
                 runner.release()
-            runner.close(wait=finished)
+            runner.close(wait=finished and not hung)  # a hung thread is never waited for
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if any(runner.watch.hung_attempt is not None for runner in runners):
+    if hung:
         return EXIT_HARD_LIMIT
     return 0 if finished else EXIT_INTERRUPTED
