@@ -2,8 +2,9 @@
 
 Each `runjobs` process (each of its lanes) writes its own row and refreshes
 it at every heartbeat; a row whose heartbeat is older than
-`RunnerProcess.STALE_AFTER` is shown as gone. The admin only reads them,
-except to delete a gone one.
+`RunnerProcess.STALE_AFTER` is shown as gone. The children of a `runjobs
+--processes` supervisor are listed together under its pid, host by host.
+The admin only reads them, except to delete a gone one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
 
     list_display = [
         "hostname",
+        "supervisor",
         "pid",
         "lane_shown",
         "version",
@@ -41,6 +43,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     ]
     readonly_fields = [
         "hostname",
+        "supervisor_pid",
         "pid",
         "version",
         "started_at",
@@ -70,6 +73,11 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     @admin.display(description="last heartbeat", ordering="heartbeat_at")
     def last_heartbeat(self, runner: RunnerProcess) -> str:
         return relative(runner.heartbeat_at, timezone.now(), glance=True)
+
+    @admin.display(description="supervisor", ordering="supervisor_pid")
+    def supervisor(self, runner: RunnerProcess) -> str:
+        """The pid of the `runjobs --processes` supervisor on its host; none on its own."""
+        return NOTHING if runner.supervisor_pid is None else str(runner.supervisor_pid)
 
     @admin.display(description="lane", ordering="lane")
     def lane_shown(self, runner: RunnerProcess) -> str:

@@ -1,4 +1,5 @@
-"""`python manage.py runjobs`: parse the arguments, then hand over to `jobs.runner.process`."""
+"""`python manage.py runjobs`: parse the arguments, then hand over to `jobs.runner.process`
+(or, with `--processes` above 1, to `jobs.runner.supervisor`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
 
 from jobs import log
+from jobs.cli_arguments import database_alias
 from jobs.drivers import missing_driver
 from jobs.live_config import describe
 from jobs.registry import registry
 from jobs.runner.process import serve
+from jobs.runner.supervisor import MAX_PROCESSES, supervise
 from jobs.schedules import plan
 from jobs.spec import queue_name_problem
 
@@ -42,6 +45,17 @@ def _lanes(text: str) -> int:
         raise ArgumentTypeError(f"takes a whole number, not {text!r}") from None
     if not 1 <= value <= MAX_LANES:
         raise ArgumentTypeError(f"must be from 1 to {MAX_LANES}, not {value}")
+    return value
+
+
+def _processes(text: str) -> int:
+    """A whole number of runner processes from 1 to `MAX_PROCESSES` (argparse reports the error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+    if not 1 <= value <= MAX_PROCESSES:
+        raise ArgumentTypeError(f"must be from 1 to {MAX_PROCESSES}, not {value}")
     return value
 
 
@@ -78,6 +92,7 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
+        self.parser = parser
         parser.add_argument(
             "--burst",
             action="store_true",
@@ -111,7 +126,20 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
-            "--database", default=DEFAULT_DB_ALIAS, help="The database alias to work on."
+            "--processes",
+            type=_processes,
+            default=1,
+            help=(
+                f"Runner processes to run (1 to {MAX_PROCESSES}, default 1), each with the "
+                "options above, under this one as their supervisor: it restarts one that "
+                "dies and relays SIGTERM, SIGINT and SIGHUP to them all."
+            ),
+        )
+        parser.add_argument(
+            "--database",
+            type=database_alias,
+            default=DEFAULT_DB_ALIAS,
+            help="The database alias to work on.",
         )
         parser.add_argument(
             "--print-config",
@@ -120,10 +148,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["processes"] > 1 and options["burst"]:
+            # A burst drains what is ready and exits, which a supervisor would
+            # take for a death and restart; more claiming loops are `--lanes`.
+            self.parser.error(
+                "--burst drains in one process and exits; it does not combine with "
+                "--processes (use --lanes for more claiming loops)"
+            )
         problem = missing_driver(options["database"])
         if problem:
             raise CommandError(problem)
-        if options["print_config"]:
+        if options["print_config"]:  # with --processes too: each child would read the same
             for line in describe(options["database"]):
                 self.stdout.write(line)
             return
@@ -131,13 +166,35 @@ class Command(BaseCommand):
         if problems:
             raise CommandError("; ".join(problems))
         log.to_terminal_unless_configured()
-        status = serve(
-            using=options["database"],
-            burst=options["burst"],
-            grace=options["grace"],
-            lanes=options["lanes"],
-            queues=[name for name, _ in options["queues"]] if options["queues"] else None,
-            queue_caps={name: cap for name, cap in options["queues"] or () if cap is not None},
-        )
+        if options["processes"] > 1:
+            status = supervise(child_arguments(options), options["processes"], options["grace"])
+        else:
+            status = serve(
+                using=options["database"],
+                burst=options["burst"],
+                grace=options["grace"],
+                lanes=options["lanes"],
+                queues=[name for name, _ in options["queues"]] if options["queues"] else None,
+                queue_caps={name: cap for name, cap in options["queues"] or () if cap is not None},
+            )
         if status:
             sys.exit(status)
+
+
+def child_arguments(options: dict[str, Any]) -> list[str]:
+    """The options a supervisor's child gets: this command's own, `--processes` left out."""
+    arguments = [
+        f"--grace={options['grace']!r}",
+        f"--lanes={options['lanes']}",
+        f"--database={options['database']}",
+        f"--verbosity={options['verbosity']}",
+    ]
+    for name, cap in options["queues"] or ():
+        arguments.append(f"--queue={name}" if cap is None else f"--queue={name}={cap}")
+    for option in ("settings", "pythonpath"):
+        if options.get(option):
+            arguments.append(f"--{option}={options[option]}")
+    for flag in ("traceback", "no_color", "force_color"):
+        if options.get(flag):
+            arguments.append("--" + flag.replace("_", "-"))
+    return arguments

@@ -24,6 +24,7 @@ def make_runner(
     pid: int | None = None,
     lane: int = 0,
     lanes: int = 1,
+    supervisor_pid: int | None = None,
 ):
     now = timezone.now()
     return RunnerProcess.objects.create(
@@ -31,6 +32,7 @@ def make_runner(
         pid=1000 + RunnerProcess.objects.count() if pid is None else pid,
         lane=lane,
         lanes=lanes,
+        supervisor_pid=supervisor_pid,
         version="test",
         started_at=now - timedelta(hours=1),
         heartbeat_at=now - silent_for,

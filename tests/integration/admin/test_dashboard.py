@@ -107,6 +107,36 @@ def test_the_lanes_of_one_process_are_listed_by_lane_and_counted_as_one_live_run
     assert "lane" not in plain.replace('class="field-lane_shown"', ""), "one lane shows none"
 
 
+def test_the_runner_list_shows_each_child_of_a_supervisor_under_its_pid_grouped_by_host(
+    admin_client,
+):
+    """`runjobs --processes`: the children are listed together under their
+    supervisor's pid, host by host; a runner on its own shows none."""
+    make_runner("b-host", ["a"], pid=30, supervisor_pid=900)
+    make_runner("a-host", ["a"], pid=12, supervisor_pid=800)
+    make_runner("b-host", ["a"], pid=20, supervisor_pid=700)
+    make_runner("a-host", ["a"], pid=11, supervisor_pid=800)
+    make_runner("b-host", ["a"], pid=10, supervisor_pid=900)
+    make_runner("c-host", ["a"], pid=5)
+    page = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+
+    assert 'class="sortable column-supervisor' in page, "the list has a supervisor column"
+    listed = [
+        re.findall(r'class="field-(hostname|supervisor|pid)">(?:<a [^>]*>)?([^<]*)<', row)
+        for row in rows(page)
+        if "field-pid" in row
+    ]
+    shown = [tuple(value for _, value in cells) for cells in listed]
+    assert shown == [
+        ("a-host", "800", "11"),
+        ("a-host", "800", "12"),
+        ("b-host", "700", "20"),
+        ("b-host", "900", "10"),
+        ("b-host", "900", "30"),
+        ("c-host", "—", "5"),
+    ], "ordered by host, then supervisor pid, then pid; none shown for a runner on its own"
+
+
 def test_the_dashboard_flags_kinds_no_live_runner_can_run(admin_client):
     make_runner("alive-host", ["handled"])
     make_job("a", kind="handled")

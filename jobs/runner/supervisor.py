@@ -1,0 +1,386 @@
+"""`runjobs --processes N`: one supervisor keeping N runner processes alive on one machine.
+
+Why: one Python process runs one thread of Python at a time, so `--lanes`
+stops paying once the handlers' own Python is the bottleneck. N processes use
+N cores, and a process manager (systemd, Kubernetes, supervisord) still
+manages one unit: the supervisor starts the children, replaces one that dies,
+and passes the manager's signals on. It opens no database connection and runs
+no job; each child is a plain `manage.py runjobs` (its own heartbeat, its own
+row on the runners page, which shows it under the supervisor's pid).
+
+The rules:
+
+- Child i is `runjobs` with the supervisor's own options (`--processes`
+  left out), its environment adding `JOBS_SUPERVISOR_PID` (this pid) and
+  `JOBS_PROCESS_INDEX=i`. Only index 0 calls the handlers' `recover` (and
+  reconciles the schedules), as only lane 0 does within a process; its
+  replacement keeps index 0. Children run in a process group of their own,
+  so a terminal's Ctrl-C reaches them once, through the supervisor.
+- A child that exits while the supervisor is not stopping, whatever its
+  status, is restarted with the same index after its backoff: 0.5 s, doubling
+  at each restart up to 30 s, and 0.5 s again once a child has stayed up
+  `STABLE_AFTER` (30 s). A child that exits `EXIT_HARD_LIMIT` left on purpose
+  (a hung handler) and is replaced at once, its backoff unchanged. Each
+  replacement is logged `runner_process_restarted`.
+- A start fails when its child exits within `START_WINDOW` (10 s), and
+  succeeds once its child has run that long. After `GIVE_UP_AFTER` (5) failed
+  starts with no successful one between them, counted across all children,
+  the supervisor logs `supervisor_gave_up`, stops the others as on SIGTERM and
+  exits `EXIT_GAVE_UP` (4): restarting cannot fix what kills every child at
+  start (the process manager or an operator must).
+- The first SIGTERM or SIGINT is relayed as SIGTERM to every child; nothing is
+  restarted any more; each child has the one `--grace` to finish its attempts,
+  and the supervisor waits `grace + STOP_MARGIN` before it SIGKILLs any still
+  there. It exits 0 if every child exited 0, else `EXIT_INTERRUPTED` (1). A
+  second one is relayed as a second SIGTERM (each child then exits at once,
+  its rows left to their leases); the supervisor waits `STOP_MARGIN` at most
+  and exits 1. SIGHUP is relayed as SIGHUP (each child re-reads its config).
+- On Linux each child gets SIGTERM if the supervisor itself dies (SIGKILL,
+  OOM), so no runner is left behind unsupervised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import connections
+
+from jobs import log
+from jobs.runner.presence import SUPERVISOR_PID_ENV
+from jobs.runner.process import EXIT_HARD_LIMIT, EXIT_INTERRUPTED, PROCESS_INDEX_ENV
+
+#: The most children one supervisor starts (`runjobs --processes`).
+MAX_PROCESSES = 64
+#: The exit status after children kept failing to start (see `GIVE_UP_AFTER`):
+#: apart from 1 (interrupted), 2 (bad arguments) and 3 (a hung handler).
+EXIT_GAVE_UP = 4
+
+#: The first wait before a child is restarted; it doubles at each restart up to `MAX_DELAY`.
+FIRST_DELAY = 0.5
+MAX_DELAY = 30.0
+#: A child up this long had a good run: its next restart waits `FIRST_DELAY` again.
+STABLE_AFTER = 30.0
+#: A child that exits sooner than this after its start failed to start.
+START_WINDOW = 10.0
+#: Failed starts in a row (across all children, none succeeding between) before giving up.
+GIVE_UP_AFTER = 5
+#: How long past the grace the supervisor waits for children before SIGKILL.
+STOP_MARGIN = 5.0
+#: The longest the loop sleeps with nothing to do (a signal or a child's exit wakes it at once).
+TICK = 1.0
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+RELAYED = (*STOP_SIGNALS, signal.SIGHUP, signal.SIGCHLD)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What to do about a child that exited while the supervisor was not stopping."""
+
+    delay: float
+    reason: str
+    give_up: bool = False
+
+
+class RestartPolicy:
+    """The backoff and give-up rules, as pure bookkeeping over uptimes (seconds)."""
+
+    def __init__(self) -> None:
+        self.failed_starts = 0
+        self._delays: dict[int, float] = {}
+
+    def started_fine(self) -> None:
+        """A child has run `START_WINDOW`: the failed starts are no longer in a row."""
+        self.failed_starts = 0
+
+    def exited(self, index: int, uptime: float, status: int) -> Restart:
+        if status == EXIT_HARD_LIMIT:
+            return Restart(0.0, "hard_limit")
+        delay = FIRST_DELAY if uptime >= STABLE_AFTER else self._delays.get(index, FIRST_DELAY)
+        self._delays[index] = min(delay * 2, MAX_DELAY)
+        if uptime >= START_WINDOW:
+            self.started_fine()  # if the loop had not seen it yet
+            return Restart(delay, "exited")
+        self.failed_starts += 1
+        return Restart(delay, "failed_to_start", self.failed_starts >= GIVE_UP_AFTER)
+
+
+GIVE_UP_RULE = (
+    f"{GIVE_UP_AFTER} runner processes in a row exited within {START_WINDOW:g} s of starting"
+)
+
+
+def shown_status(returncode: int) -> str:
+    """An exit code as a number, a death by signal by the signal's name."""
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return str(returncode)
+
+
+def command_line() -> list[str]:
+    """How to start `manage.py` again: the way this process was started."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:  # python -m django
+        return [sys.executable, "-m", spec.name.removesuffix(".__main__")]
+    return [sys.executable, str(Path(sys.argv[0]).resolve())]
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a `preexec_fn` that has the child sent SIGTERM when the supervisor dies."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def arm() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+
+    return arm
+
+
+@dataclass
+class Child:
+    index: int
+    process: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    proven: bool = False  # ran START_WINDOW
+    restart_at: float | None = None
+    restart: Restart | None = None
+    old_pid: int = 0
+    old_status: str = ""
+
+
+class Supervisor:
+    def __init__(
+        self, child_args: Sequence[str], processes: int, grace: float, env: Mapping[str, str]
+    ) -> None:
+        self.argv = [*command_line(), "runjobs", *child_args]
+        self.children = [Child(index) for index in range(processes)]
+        self.grace = grace
+        self.env = dict(env)
+        self.policy = RestartPolicy()
+        self.preexec = _die_with_parent()
+        self.stop_deadline: float | None = None
+        self.signals_seen = 0
+        self.failed = False  # a child exited non-zero while stopping
+        self.gave_up = False
+
+    def start(self, child: Child) -> bool:
+        """Start `child`'s process; False if it could not be (counted as a failed start)."""
+        env = {
+            **self.env,
+            SUPERVISOR_PID_ENV: str(os.getpid()),
+            PROCESS_INDEX_ENV: str(child.index),
+        }
+        child.restart_at, child.started, child.proven = None, time.monotonic(), False
+        try:
+            child.process = subprocess.Popen(
+                self.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                process_group=0,  # a terminal's Ctrl-C reaches them through the supervisor only
+                preexec_fn=self.preexec,
+            )
+        except OSError as error:  # out of processes or memory: like a child that died at once
+            log.event("runner_process_start_failed", logging.ERROR, index=child.index, error=error)
+            child.old_pid, child.old_status = 0, "not started"
+            self.settle(child, self.policy.exited(child.index, 0.0, EXIT_INTERRUPTED))
+            return False
+        log.event("runner_process_started", index=child.index, pid=child.process.pid)
+        return True
+
+    def settle(self, child: Child, restart: Restart) -> None:
+        """Plan `child`'s restart, or give up."""
+        if restart.give_up and not self.gave_up:
+            self.gave_up = True
+            log.event(
+                "supervisor_gave_up",
+                logging.ERROR,
+                rule=GIVE_UP_RULE,
+                failed_starts=self.policy.failed_starts,
+                exit_status=EXIT_GAVE_UP,
+            )
+            self.stop(self.grace + STOP_MARGIN)
+        elif self.stop_deadline is None:
+            child.restart, child.restart_at = restart, time.monotonic() + restart.delay
+
+    def live(self) -> list[Child]:
+        return [child for child in self.children if child.process is not None]
+
+    def send(self, signum: int) -> None:
+        for child in self.live():
+            assert child.process is not None
+            with contextlib.suppress(ProcessLookupError):  # exited: reaped at the next poll
+                child.process.send_signal(signum)
+
+    def on_signal(self, signum: int) -> None:
+        if signum == signal.SIGHUP:
+            log.event("supervisor_reload", signal="SIGHUP", processes=len(self.live()))
+            self.send(signal.SIGHUP)
+        elif signum in STOP_SIGNALS:
+            self.signals_seen += 1
+            name = signal.Signals(signum).name
+            if self.signals_seen == 1:
+                log.event("supervisor_stopping", signal=name, grace_seconds=self.grace)
+                self.stop(self.grace + STOP_MARGIN)
+            else:
+                log.event("supervisor_killed", signal=name)
+                self.failed = True
+                self.send(signal.SIGTERM)
+                self.stop_deadline = time.monotonic() + STOP_MARGIN
+
+    def stop(self, within: float) -> None:
+        for child in self.children:
+            child.restart_at = None
+        self.send(signal.SIGTERM)
+        self.stop_deadline = time.monotonic() + within
+
+    def reap(self) -> None:
+        """Note the children that exited, and plan their restarts."""
+        now = time.monotonic()
+        for child in self.live():
+            assert child.process is not None
+            status = child.process.poll()
+            if status is None:
+                if not child.proven and now - child.started >= START_WINDOW:
+                    child.proven = True
+                    self.policy.started_fine()
+                continue
+            uptime = now - child.started
+            child.old_pid, child.old_status = child.process.pid, shown_status(status)
+            child.process = None
+            stopping = self.stop_deadline is not None
+            log.event(
+                "runner_process_exited",
+                logging.INFO if stopping else logging.WARNING,
+                index=child.index,
+                pid=child.old_pid,
+                status=child.old_status,
+                uptime_seconds=round(uptime, 2),
+            )
+            if stopping:
+                self.failed = self.failed or status != 0
+            else:
+                self.settle(child, self.policy.exited(child.index, uptime, status))
+
+    def restart_due(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            restart = child.restart
+            if child.restart_at is None or child.restart_at > now or restart is None:
+                continue
+            if self.start(child):
+                assert child.process is not None
+                log.event(
+                    "runner_process_restarted",
+                    logging.WARNING,
+                    index=child.index,
+                    old_pid=child.old_pid,
+                    new_pid=child.process.pid,
+                    status=child.old_status,
+                    reason=restart.reason,
+                    delay_seconds=restart.delay,
+                )
+            if self.stop_deadline is not None:
+                return  # gave up
+
+    def wait(self, wakeup: int) -> list[int]:
+        """Sleep until a signal (its number, read from the wake-up pipe), a restart or a tick."""
+        now = time.monotonic()
+        due = [child.restart_at for child in self.children if child.restart_at is not None]
+        if self.stop_deadline is not None:
+            due.append(self.stop_deadline)
+        timeout = max(0.0, min([now + TICK, *due]) - now)
+        readable, _, _ = select.select([wakeup], [], [], timeout)
+        if not readable:
+            return []
+        try:
+            return list(os.read(wakeup, 512))
+        except BlockingIOError:
+            return []
+
+    def kill_stragglers(self, reason: str) -> None:
+        for child in self.live():
+            assert child.process is not None
+            log.event(
+                "runner_process_killed",
+                logging.WARNING,
+                index=child.index,
+                pid=child.process.pid,
+                reason=reason,
+            )
+            child.process.kill()
+            child.process.wait()
+            child.process = None
+            self.failed = True
+
+    def run(self) -> int:
+        reader, writer = os.pipe()
+        os.set_blocking(reader, False)
+        os.set_blocking(writer, False)
+        previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in RELAYED}
+        previous_fd = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+        try:
+            log.event(
+                "supervisor_started",
+                processes=len(self.children),
+                pid=os.getpid(),
+                grace_seconds=self.grace,
+            )
+            for child in self.children:
+                if self.stop_deadline is None:
+                    self.start(child)
+            while self.live() or self.stop_deadline is None:
+                for signum in self.wait(reader):
+                    self.on_signal(signum)
+                self.reap()
+                if self.stop_deadline is None:
+                    self.restart_due()
+                elif time.monotonic() >= self.stop_deadline:
+                    self.kill_stragglers("still running when the stop's wait ran out")
+        finally:
+            self.kill_stragglers("the supervisor failed")  # none left after a clean stop
+            signal.set_wakeup_fd(previous_fd)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.close(reader)
+            os.close(writer)
+        status = EXIT_GAVE_UP if self.gave_up else EXIT_INTERRUPTED if self.failed else 0
+        log.event("supervisor_stopped", status=status)
+        return status
+
+
+def supervise(
+    child_args: Sequence[str],
+    processes: int,
+    grace: float,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Run `processes` children (`manage.py runjobs *child_args`) until signalled; the exit status.
+
+    `child_args` are the options each child gets (the runner's own, never
+    `--processes`); `grace` is the `--grace` among them, which the supervisor
+    waits out (plus `STOP_MARGIN`) after a stop signal. Call it from the main
+    thread: it installs signal handlers.
+    """
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ValueError(f"processes must be from 1 to {MAX_PROCESSES}, not {processes}")
+    connections.close_all()  # the children open their own; this process needs none
+    return Supervisor(child_args, processes, grace, os.environ if env is None else env).run()

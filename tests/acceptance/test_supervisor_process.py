@@ -1,0 +1,304 @@
+"""`runjobs --processes N` as real processes: a supervisor, its children, real signals.
+
+The supervisor starts N `runjobs` children, each a runner of its own that
+registers under the supervisor's pid; only one of them recovers. It replaces a
+child that dies (a hung handler's exit at once, anything else after a backoff),
+relays SIGTERM, SIGINT and SIGHUP to them all, and gives up, exiting 4, when
+children keep dying at start. The rules themselves are tests/unit/test_supervisor_rules.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from jobs import JobSpec, enqueue, enqueue_many
+from jobs.models import Job, RunnerProcess
+from jobs.runner.process import EXIT_HARD_LIMIT
+from jobs.runner.supervisor import EXIT_GAVE_UP, GIVE_UP_AFTER, STOP_MARGIN
+from tests.acceptance import wait_for_log
+from tests.conftest import RunJobs
+from tests.helpers import wait_until
+from tests.jobapp.models import Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: A short poll, so a child claims within a tenth of a second; test.sleep's
+#: budget far past every attempt here (the leases come from the heartbeat).
+ENV = {"JOBS_POLL_INTERVAL_MS": "100", "TEST_SLEEP_LEASE": "60"}
+
+STARTED = re.compile(r" runner_process_started index=(\d+) pid=(\d+)")
+
+
+def children(supervisor: RunJobs) -> dict[int, int]:
+    """The pid of each child the supervisor has started so far, latest per index."""
+    return {int(index): int(pid) for index, pid in STARTED.findall(supervisor.output())}
+
+
+def every_child_pid(supervisor: RunJobs) -> list[int]:
+    return [int(pid) for _, pid in STARTED.findall(supervisor.output())]
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie waiting for its parent does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def registered(supervisor: RunJobs, processes: int, timeout: float = 20) -> list[RunnerProcess]:
+    """Wait until `processes` children have written their rows; the rows."""
+    rows = RunnerProcess.objects.filter(supervisor_pid=supervisor.pid)
+    wait_until(
+        lambda: rows.count() >= processes or supervisor.process.poll() is not None,
+        timeout,
+        f"{processes} children register",
+    )
+    assert rows.count() == processes, supervisor.output()
+    return list(rows)
+
+
+def sleeping(key: str, seconds: float) -> JobSpec:
+    """A test.sleep job whose first attempt sleeps `seconds` (later ones do not)."""
+    return JobSpec.now("test.sleep", key).with_payload({"seconds": seconds, "sleep_on": [1]})
+
+
+@pytest.fixture
+def supervise(runjobs) -> Iterator[Callable[..., RunJobs]]:
+    """`runjobs --processes N ARGS`; afterwards none of its children is left running."""
+    started: list[RunJobs] = []
+
+    def start(processes: int, *args: str, env: dict[str, str] | None = None) -> RunJobs:
+        process: RunJobs = runjobs("--processes", str(processes), *args, env={**ENV, **(env or {})})
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.process.poll() is None:
+            process.process.send_signal(signal.SIGINT)
+            try:
+                process.process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for pid in every_child_pid(process):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not any(map(alive, every_child_pid(process))), 10)  # noqa: B023
+
+
+def test_three_processes_register_under_the_supervisor_and_only_one_of_them_recovers(
+    supervise, admin_client
+):
+    """Each child is a runner of its own on the runners page, grouped under the
+    supervisor; `recover` (here a handler's that raises, logged each time it is
+    called) and the schedules' reconcile run once, in child 0."""
+    supervisor = supervise(3, env={"TEST_RECOVER_RAISES": "1"})
+
+    rows = registered(supervisor, 3)
+    pids = children(supervisor)
+
+    assert sorted(row.pid for row in rows) == sorted(pids.values()), "one row per child"
+    assert len(set(pids.values())) == 3, "three distinct processes"
+    assert supervisor.pid not in pids.values(), "the supervisor runs no jobs itself"
+    assert all(row.supervisor_pid == supervisor.pid for row in rows)
+    wait_until(lambda: supervisor.output().count(" runner_started ") == 3, 10, "all started")
+    wait_for_log(supervisor, "job_recover_failed")
+    time.sleep(0.5)  # the others would have recovered by now, had they been going to
+    output = supervisor.output()
+    assert output.count(" job_recover_failed outcome=failure kind=test.refuse ") == 1, (
+        f"one process recovers, not three:\n{output}"
+    )
+    assert output.count("schedule_planned schedule=jobs.sweep") == 1, output
+    page = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    assert page.count(f'<td class="field-supervisor">{supervisor.pid}</td>') == 3, (
+        "the runners page shows each child under the supervisor's pid"
+    )
+
+
+def test_a_child_killed_mid_attempt_is_replaced_and_its_attempts_are_taken_over_after_the_lease(
+    supervise, configure
+):
+    """The supervisor restarts the dead child (a new row, a new pid); the rows
+    it held come back after their heartbeat lease (three heartbeats), and every
+    job completes."""
+    configure(max_concurrent=2, heartbeat_seconds=1, poll_interval_ms=100)
+    assert all(enqueue_many([sleeping(f"slow-{n}", 5) for n in range(4)]))
+    supervisor = supervise(2)
+    registered(supervisor, 2)
+    wait_until(lambda: Execution.objects.count() == 4, 15, "both children run two attempts")
+    running_in = set(Execution.objects.values_list("pid", flat=True))
+    assert running_in == set(children(supervisor).values()), "two attempts in each child"
+    victim = min(running_in)
+    held = set(Job.objects.filter(claimed_by__endswith=f":{victim}").values_list("id", flat=True))
+    assert len(held) == 2, "the victim holds two rows"
+
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for_log(supervisor, f"old_pid={victim}")
+    restarted = next(
+        line for line in supervisor.output().splitlines() if " runner_process_restarted " in line
+    )
+    new_pid = int(re.findall(r"new_pid=(\d+)", restarted)[0])
+    assert "status=SIGKILL" in restarted, restarted
+    assert "delay_seconds=0.5" in restarted, "the first backoff"
+    wait_until(
+        lambda: Execution.objects.filter(job_id__in=held, attempt=2).count() == 2,
+        15,
+        "the killed child's attempts are taken over",
+    )
+    took = time.monotonic() - killed
+    wait_until(lambda: Job.objects.filter(state="done").count() == 4, 15, "every job completes")
+    print(f"\nthe killed child's two rows ran again {took:.2f} s after the kill (lease 3 s)")
+
+    assert RunnerProcess.objects.filter(pid=new_pid, supervisor_pid=supervisor.pid).exists(), (
+        "the replacement registers under the same supervisor"
+    )
+    assert set(Job.objects.filter(id__in=held).values_list("attempts", flat=True)) == {2}
+    assert took < 3 + 3, "taken over within the lease and a little"
+    assert supervisor.process.poll() is None, "the supervisor carries on"
+
+
+def test_sigterm_to_the_supervisor_lets_every_childs_attempt_finish_and_exits_0(
+    supervise, configure
+):
+    """One grace for all: each child finishes its attempt, removes its row and
+    exits 0, and so does the supervisor, within the grace and its margin."""
+    configure(max_concurrent=1)
+    assert all(enqueue_many([sleeping(f"busy-{n}", 2) for n in range(3)]))
+    supervisor = supervise(3, "--grace", "10")
+    wait_until(lambda: Execution.objects.count() == 3, 20, "each child runs an attempt")
+    pids = list(children(supervisor).values())
+
+    signalled = time.monotonic()
+    os.kill(supervisor.pid, signal.SIGTERM)
+    status = supervisor.wait(timeout=10 + STOP_MARGIN + 5)
+    took = time.monotonic() - signalled
+    print(f"\nthe supervisor and its three children stopped {took:.2f} s after SIGTERM")
+
+    assert status == 0, supervisor.output()
+    assert took < 10 + STOP_MARGIN
+    assert supervisor.output().count(" runner_stopping signal=SIGTERM") == 3, "relayed to each"
+    assert Job.objects.filter(state="done").count() == 3, "the attempts in hand finished"
+    assert not RunnerProcess.objects.exists(), "every child removed its row"
+    assert not any(map(alive, pids)), "no child is left running"
+    assert "runner_process_restarted" not in supervisor.output(), "nothing restarted"
+
+
+def test_a_second_signal_ends_every_child_at_once_and_the_supervisor_exits_1(supervise, configure):
+    """The children's own second-signal rule, relayed: no grace, rows left to
+    their leases."""
+    configure(max_concurrent=1)
+    assert all(enqueue_many([sleeping(f"long-{n}", 30) for n in range(2)]))
+    supervisor = supervise(2, "--grace", "30")
+    wait_until(lambda: Execution.objects.count() == 2, 20, "the attempts start")
+    os.kill(supervisor.pid, signal.SIGINT)
+    wait_until(lambda: supervisor.output().count(" runner_stopping ") == 2, 5, "both stopping")
+
+    signalled = time.monotonic()
+    os.kill(supervisor.pid, signal.SIGINT)
+    status = supervisor.wait(timeout=10)
+
+    assert status == 1, supervisor.output()
+    assert time.monotonic() - signalled < 2, "at once, not after the 30 s grace"
+    assert supervisor.output().count(" runner_killed ") == 2, supervisor.output()
+    assert not any(map(alive, every_child_pid(supervisor)))
+    assert Job.objects.filter(state="running").count() == 2, "left to their leases"
+
+
+def test_sighup_to_the_supervisor_reaches_every_child(supervise):
+    supervisor = supervise(2)
+    registered(supervisor, 2)
+
+    os.kill(supervisor.pid, signal.SIGHUP)
+
+    wait_until(lambda: supervisor.output().count(" runner_reload ") == 2, 5, "both reload")
+    assert "supervisor_reload" in supervisor.output()
+    assert supervisor.process.poll() is None, "SIGHUP stops nothing"
+    assert "runner_process_exited" not in supervisor.output(), supervisor.output()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_children_of_a_supervisor_killed_outright_stop_as_on_sigterm(supervise):
+    """No runner is left behind unsupervised: each child gets SIGTERM when its
+    supervisor dies, and stops cleanly."""
+    supervisor = supervise(2)
+    registered(supervisor, 2)
+    pids = list(children(supervisor).values())
+
+    supervisor.kill()
+
+    wait_until(lambda: not any(map(alive, pids)), 10, "the children stop")
+    assert not RunnerProcess.objects.exists(), "each removed its row: a clean stop"
+
+
+def test_a_child_that_outlives_its_hard_limit_is_replaced_at_once(supervise, configure):
+    """Exit 3 is a hung handler's process leaving on purpose: no backoff."""
+    configure(hard_kill_after=1, retry_base_seconds=1, poll_interval_ms=100)
+    assert enqueue(sleeping("hung", 3600))
+    supervisor = supervise(2, env={"TEST_SLEEP_LEASE": "1"})
+
+    wait_for_log(supervisor, "runner_process_restarted", timeout=20)
+    restarted = next(
+        line for line in supervisor.output().splitlines() if " runner_process_restarted " in line
+    )
+    assert f"status={EXIT_HARD_LIMIT}" in restarted, restarted
+    assert "reason=hard_limit" in restarted, restarted
+    assert "delay_seconds=0.0" in restarted, restarted
+    wait_until(lambda: Job.objects.get(key="hung").state == "done", 15, "the retry completes")
+
+
+def test_children_that_keep_dying_at_start_make_the_supervisor_give_up_and_exit_4(supervise):
+    """As if the OOM killer took every child as it started: each is restarted
+    after its backoff (0.5 s, then 1 s) until the fifth failed start in a row,
+    then the supervisor stops and exits 4."""
+    supervisor = supervise(2)
+    killed: set[int] = set()
+    started = time.monotonic()
+    while supervisor.process.poll() is None and time.monotonic() - started < 30:
+        for pid in set(every_child_pid(supervisor)) - killed:
+            os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.02)
+    status = supervisor.wait(timeout=5)
+    took = time.monotonic() - started
+    print(f"\nthe supervisor gave up {took:.2f} s after starting ({len(killed)} children killed)")
+
+    output = supervisor.output()
+    assert status == EXIT_GAVE_UP, output
+    [gave_up] = [line for line in output.splitlines() if " supervisor_gave_up " in line]
+    assert f"failed_starts={GIVE_UP_AFTER} " in gave_up, gave_up
+    assert "5 runner processes in a row exited within 10 s of starting" in gave_up
+    delays = re.findall(r"runner_process_restarted .*delay_seconds=([\d.]+)", output)
+    assert delays[:3] == ["0.5", "0.5", "1.0"], f"each child's backoff doubles:\n{output}"
+    assert delays[3:] in ([], ["1.0"]), f"nothing restarts after giving up:\n{output}"
+    assert len(killed) in (GIVE_UP_AFTER, GIVE_UP_AFTER + 1), "no start after the fifth failed"
+    assert took < 0.5 + 1 + 5, "given up after two rounds of restarts, not later"
+    assert not any(map(alive, killed))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--processes", "0"], "--processes: must be from 1 to 64, not 0"),
+        (["--processes", "65"], "--processes: must be from 1 to 64, not 65"),
+        (["--processes", "x"], "--processes: takes a whole number, not 'x'"),
+        (["--processes", "2", "--burst"], "does not combine with --processes"),
+    ],
+)
+def test_a_bad_processes_option_exits_2_with_a_sentence(runjobs, args, message):
+    process = runjobs(*args)
+    assert process.wait(timeout=20) == 2, process.output()
+    assert message in process.output(), process.output()
+    assert "Traceback" not in process.output()
