@@ -302,3 +302,48 @@ def test_a_bad_processes_option_exits_2_with_a_sentence(runjobs, args, message):
     assert process.wait(timeout=20) == 2, process.output()
     assert message in process.output(), process.output()
     assert "Traceback" not in process.output()
+
+
+def threads_and_descriptors(pid: int) -> tuple[int, int] | None:
+    """A live process's thread count and open file descriptors (its database
+    connections among them), or None once it has gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        descriptors = len(os.listdir(f"/proc/{pid}/fd"))
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    threads = int(next(line for line in status.splitlines() if line.startswith("Threads:"))[8:])
+    return threads, descriptors
+
+
+def test_under_a_stream_of_handlers_that_never_return_threads_and_connections_stay_bounded(
+    supervise, configure
+):
+    """Each hung attempt holds a thread and a connection until its process
+    exits at budget + hard_kill_after; the supervisor replaces the process,
+    so however long the stream, no process grows past its slots."""
+    configure(hard_kill_after=1, retry_base_seconds=3600, max_attempts=1, poll_interval_ms=100)
+    supervisor = supervise(2, "--grace", "1", env={"TEST_SLEEP_LEASE": "1"})
+    registered(supervisor, 2)
+    samples: dict[int, list[tuple[int, int]]] = {}
+    for wave in range(6):
+        assert enqueue_many([sleeping(f"hung-{wave}-{n}", 3600) for n in range(4)])
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            for pid in children(supervisor).values():
+                if (seen := threads_and_descriptors(pid)) is not None:
+                    samples.setdefault(pid, []).append(seen)
+            time.sleep(0.1)
+    restarts = supervisor.output().count(" runner_process_restarted ")
+    most_threads = max(threads for seen in samples.values() for threads, _ in seen)
+    most_fds = max(fds for seen in samples.values() for _, fds in seen)
+    print(
+        f"\n24 hung attempts over {len(samples)} child processes ({restarts} replaced): "
+        f"at most {most_threads} threads and {most_fds} open descriptors in any one"
+    )
+    assert restarts >= 2, "the processes holding hung threads were replaced"
+    # Eight slots (max_concurrent) of worker threads, and a few of the runner's
+    # own (loop, config ticker, listener): never one more per hung attempt.
+    assert most_threads <= 8 + 6, f"threads stay bounded: {most_threads}"
+    first = min(samples)  # the first child's first sample: a fresh process's descriptors
+    assert most_fds <= samples[first][0][1] + 8 + 4, f"descriptors stay bounded: {most_fds}"
