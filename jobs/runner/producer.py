@@ -230,11 +230,8 @@ class Runner:
         self.doorbell.set()
 
     def finish(self, grace: float) -> bool:
-        """Wait up to `grace` seconds for running attempts; True if none is left.
-
-        Overrunning attempts are still timed out meanwhile. What is left
-        running afterwards, the caller may `release`.
-        """
+        """Wait up to `grace` seconds for running attempts (still watched: timed
+        out, renewed); True if none is left, else the caller may `release`."""
         give_up = time.monotonic() + grace
         self.slots.stop_gathering()  # every finish rings from here on
         while self.in_flight():
@@ -349,11 +346,13 @@ class Runner:
         """The attempts holding a slot: running, or awaiting their settle."""
         return self.slots.in_flight()
 
+    def _limited_kinds(self) -> frozenset[str]:
+        return frozenset(self.handler_limits).union(self.controls.kind_limits)
+
     def _keep_watch(self, now: datetime) -> None:
         """Time out, renew, and give up on a hung handler (`jobs.runner.watch`)."""
         self.watch.reap(now)
-        limited = frozenset(self.handler_limits).union(self.controls.kind_limits)
-        self.watch.renew(now, self._current, limited)
+        self.watch.renew(now, self._current, self._limited_kinds)
         if self.watch.hung(now):
             self.on_hung()
 

@@ -20,6 +20,7 @@ waits, so a renewal never waits for work to be claimed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jobs import log
@@ -50,7 +51,9 @@ class Watch:
             if attempt.deadline <= now and self.completer.time_out(attempt, now):
                 self._overdue.append(attempt)
 
-    def renew(self, now: datetime, settings: JobsSettings, limited: frozenset[str]) -> None:
+    def renew(
+        self, now: datetime, settings: JobsSettings, limited: Callable[[], frozenset[str]]
+    ) -> None:
         """Renew the leases of the attempts still running, if a heartbeat is due.
 
         Each attempt is held (`Attempt.hold_if_running`) across the statement,
@@ -70,7 +73,8 @@ class Watch:
         until = now + RENEWALS_PER_LEASE * heartbeat
         try:
             jobs = [attempt.job for attempt in held]
-            counted = [job.id for job in jobs if job.kind in limited]
+            kinds = limited()
+            counted = [job.id for job in jobs if job.kind in kinds]
             self.store.renew(jobs, until, counted)
             for job in jobs:
                 job.lease_expires_at = until
@@ -83,9 +87,11 @@ class Watch:
     def hung(self, now: datetime) -> bool:
         """Whether a timed-out synchronous attempt has kept its thread for
         `hard_kill_after` past its budget (logged, once, as the reason)."""
-        self._overdue = [attempt for attempt in self._overdue if not attempt.returned]
         if self.hung_attempt is not None:
             return True
+        if not self._overdue:
+            return False
+        self._overdue = [attempt for attempt in self._overdue if not attempt.returned]
         for attempt in self._overdue:
             after = attempt.settings.hard_kill_after
             if after and attempt.deadline + timedelta(seconds=after) <= now:
