@@ -336,7 +336,7 @@ class Runner:
         self.pool.submit_many(started)
         self.passes += 1
         # Bookkeeping, now that the claimed attempts are running.
-        self._keep_watch(now)
+        self._keep_watch(now, reap=False)  # reaped before the claim
         self.presence.beat(running + len(started), share)
         if self._config_due.is_set():
             self._refresh(force=True)
@@ -349,9 +349,10 @@ class Runner:
     def _limited_kinds(self) -> frozenset[str]:
         return frozenset(self.handler_limits).union(self.controls.kind_limits)
 
-    def _keep_watch(self, now: datetime) -> None:
+    def _keep_watch(self, now: datetime, *, reap: bool = True) -> None:
         """Time out, renew, and give up on a hung handler (`jobs.runner.watch`)."""
-        self.watch.reap(now)
+        if reap:
+            self.watch.reap(now)
         self.watch.renew(now, self._current, self._limited_kinds)
         if self.watch.hung(now):
             self.on_hung()
