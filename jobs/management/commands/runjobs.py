@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from argparse import ArgumentParser, ArgumentTypeError
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -37,26 +38,19 @@ def _seconds(text: str) -> float:
 MAX_LANES = 8
 
 
-def _lanes(text: str) -> int:
-    """A whole number of lanes from 1 to `MAX_LANES` (argparse reports the error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ArgumentTypeError(f"takes a whole number, not {text!r}") from None
-    if not 1 <= value <= MAX_LANES:
-        raise ArgumentTypeError(f"must be from 1 to {MAX_LANES}, not {value}")
-    return value
+def _from_one_to(highest: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to `highest` (argparse reports the error)."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+        if not 1 <= value <= highest:
+            raise ArgumentTypeError(f"must be from 1 to {highest}, not {value}")
+        return value
 
-def _processes(text: str) -> int:
-    """A whole number of runner processes from 1 to `MAX_PROCESSES` (argparse reports the error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ArgumentTypeError(f"takes a whole number, not {text!r}") from None
-    if not 1 <= value <= MAX_PROCESSES:
-        raise ArgumentTypeError(f"must be from 1 to {MAX_PROCESSES}, not {value}")
-    return value
+    return parse
 
 
 #: The largest `--queue NAME=N` cap: far past any `max_concurrent`.
@@ -106,7 +100,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--lanes",
-            type=_lanes,
+            type=_from_one_to(MAX_LANES),
             default=1,
             help=(
                 "Claiming loops in this process, each with its own database connection "
@@ -127,7 +121,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--processes",
-            type=_processes,
+            type=_from_one_to(MAX_PROCESSES),
             default=1,
             help=(
                 f"Runner processes to run (1 to {MAX_PROCESSES}, default 1), each with the "
