@@ -14,6 +14,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.admin.display import badge
@@ -30,8 +31,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
 
     list_display = [
         "hostname",
-        "supervisor",
-        "pid",
+        "pid_shown",
         "lane_shown",
         "version",
         "started_at",
@@ -74,10 +74,18 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     def last_heartbeat(self, runner: RunnerProcess) -> str:
         return relative(runner.heartbeat_at, timezone.now(), glance=True)
 
-    @admin.display(description="supervisor", ordering="supervisor_pid")
-    def supervisor(self, runner: RunnerProcess) -> str:
-        """The pid of the `runjobs --processes` supervisor on its host; none on its own."""
-        return NOTHING if runner.supervisor_pid is None else str(runner.supervisor_pid)
+    @admin.display(description="pid", ordering="pid")
+    def pid_shown(self, runner: RunnerProcess) -> SafeString | str:
+        """Its pid, and under it the pid of the `runjobs --processes` supervisor
+        that started it (the rows are ordered host, supervisor, pid, so a
+        supervisor's children sit together); nothing more for a runner on its own."""
+        if runner.supervisor_pid is None:
+            return str(runner.pid)
+        return format_html(
+            '{}<br><span class="jobs-quiet jobs-supervisor">supervisor {}</span>',
+            runner.pid,
+            runner.supervisor_pid,
+        )
 
     @admin.display(description="lane", ordering="lane")
     def lane_shown(self, runner: RunnerProcess) -> str:

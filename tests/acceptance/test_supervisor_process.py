@@ -122,7 +122,7 @@ def test_three_processes_register_under_the_supervisor_and_only_one_of_them_reco
     )
     assert output.count("schedule_planned schedule=jobs.sweep") == 1, output
     page = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
-    assert page.count(f'<td class="field-supervisor">{supervisor.pid}</td>') == 3, (
+    assert page.count(f'jobs-supervisor">supervisor {supervisor.pid}</span>') == 3, (
         "the runners page shows each child under the supervisor's pid"
     )
 
