@@ -17,7 +17,7 @@ from datetime import datetime
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from jobs import config, log
+from jobs import config, log, signals
 from jobs.registry import registry
 from jobs.spec import DEFAULT_PRIORITY, DEFAULT_QUEUE, JobSpec
 from jobs.store import NewJob, for_database
@@ -39,6 +39,7 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     inserted = store.insert(row)
     if inserted:
         wake_runners(store.using, notified=True)  # the insert notified other processes
+        _enqueued(row, store.using)
     return inserted
 
 
@@ -60,10 +61,29 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
         _row(spec, payload, None, now, attempts)
         for spec, payload in zip(specs, payloads, strict=True)
     ]
-    queued = store.insert_many(rows)
+    queued = store.insert_many(rows)  # which gives each row its id
     if any(queued):
         wake_runners(store.using, notified=True)  # as `enqueue`
+        if signals.job_enqueued.has_listeners():
+            for row, inserted in zip(rows, queued, strict=True):
+                if inserted:
+                    _enqueued(row, store.using)
     return queued
+
+
+def _enqueued(row: NewJob, using: str) -> None:
+    """`job_enqueued` for `row`, once its transaction commits (`jobs.signals`)."""
+    signals.on_commit(
+        signals.job_enqueued,
+        row.kind,
+        using,
+        job_id=row.id,
+        key=row.key,
+        queue=row.queue,
+        priority=row.priority,
+        run_at=row.run_at,
+        using=using,
+    )
 
 
 def _default_attempts() -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs import history, log
+from jobs import history, log, signals
 from jobs.handlers import JobHandler
 from jobs.models import Job, State
 from jobs.presentation import telling_line
@@ -62,6 +62,15 @@ def retire(
             **job_fields(job),
             error=telling_line(reason, trim=False),
         )
+        outcome = "timed_out" if entry.outcome == history.Outcome.TIMED_OUT else "failed"
+        signals.on_commit(
+            signals.job_finished,
+            job.kind,
+            store.using,
+            job=job,
+            attempt=job.attempts,
+            outcome=outcome,
+        )
         abandon(handler, job, reason, store.using)
         occurrences.follow(store, job, now, state, job.started_at)
     return True
@@ -93,6 +102,14 @@ def cancel(
         started = job.started_at if job.state == State.RUNNING else None
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
+        signals.on_commit(
+            signals.job_finished,
+            job.kind,
+            store.using,
+            job=job,
+            attempt=job.attempts,
+            outcome="cancelled",
+        )
         if handler is None:
             log.event(
                 "job_abandon_skipped",
@@ -134,6 +151,7 @@ def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
             **job_fields(job),
             reason=telling_line(reason, trim=False),
         )
+        signals.on_commit(signals.job_abandoned, job.kind, using, job=job, reason=reason)
 
 
 def job_fields(job: Job) -> dict[str, Any]:

@@ -15,12 +15,11 @@ settles each in one of two ways:
   worker's own connection (retry with backoff, retire, reschedule), since it
   is rarer and may have to call the handler's `abandon`.
 
-Every settle is fenced on its attempt (see `jobs.store.base`), so whichever
-of the worker and the loop's timeout takes an attempt first settles it, a late
-result is discarded rather than written, and a settle that lost its row is
-logged, never written. Each settled attempt's slot is freed (`Slots.settled`)
-before its finish rings the loop (`Slots.finished`), so the pass that answers
-the ring finds the slot free.
+Every settle is fenced on its attempt (`jobs.store.base`): whichever of the
+worker and the loop's timeout takes an attempt first settles it, a late result
+is discarded, and a settle that lost its row is logged, never written; one
+that won is told to `jobs.signals`. A settled attempt's slot is freed before
+its finish rings the loop, so the pass that answers the ring finds it free.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from jobs import history, log, retirement
+from jobs import history, log, retirement, signals
 from jobs.backoff import LATEST, after, next_attempt
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job, State
@@ -176,6 +175,7 @@ class Completer:
     ) -> None:
         if self.store.retry(attempt.job, now, run_at, reason, entry):
             log.event("job_released", outcome="released", **job_fields(attempt.job), run_at=run_at)
+            signals.finished(attempt.job, "released")
         else:
             self._lost(attempt.job, "release")
 
@@ -233,6 +233,7 @@ class Completer:
         the handlers that listen (`JobHandler.completed`), and log each settled
         `Done` and each that lost its row to a newer claim."""
         self.slots.settled(batch.attempts)
+        signals.all_done(attempt.job for attempt in batch.attempts if attempt.job.id in won)
         listening = [i for i, attempt in enumerate(batch.attempts) if attempt.handler.listens]
         if listening:
             self._tell_completed(batch, listening, won, now)
@@ -359,6 +360,7 @@ class Completer:
                 next_run_at=run_at.isoformat(),
                 error=telling_line(reason, trim=False),
             )
+            signals.finished(job, "timed_out" if timed_out else "retry")
         else:
             self._lost(job, "retry")
 

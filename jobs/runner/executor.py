@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from jobs import history, log
+from jobs import history, log, signals
 from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job
@@ -168,6 +168,7 @@ class Executor:
         ignores SystemExit) and left the row `running` until its lease expired.
         """
         handler, job = attempt.handler, attempt.job
+        signals.send(signals.job_started, job.kind, job=job, attempt=job.attempts)
         try:
             if _is_coroutine_function(handler.run):
                 result = asyncio.run(_bounded(handler.run(job), attempt.budget))

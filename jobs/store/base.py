@@ -109,7 +109,8 @@ class Store:
     def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
         """Insert many queued rows in one transaction, each unless its identity is
         held (by a live row, or by an earlier row of `rows`); for each row,
-        whether it was. Notifies as `insert` does, once for the batch."""
+        whether it was. Notifies as `insert` does, once for the batch. Each row
+        inserted has its `id` set (the `job_enqueued` signal names it)."""
         raise NotImplementedError
 
     # -- the runner's pass ---------------------------------------------------

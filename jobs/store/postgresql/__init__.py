@@ -91,8 +91,9 @@ class PostgreSQLStore(OrmStore):
                 for n, row in enumerate(rows):
                     first.setdefault((row.kind, row.key), n)
                 for cursor in sent:
-                    for kind, key in cursor.fetchall():
+                    for job_id, kind, key in cursor.fetchall():
                         queued[first[kind, key]] = True
+                        rows[first[kind, key]].id = job_id  # the database chose it
             if any(queued):
                 self.notify()
         return queued

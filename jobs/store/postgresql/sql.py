@@ -85,7 +85,7 @@ INSERT_MANY_SQL = f"""
                 %s::timestamptz[], %s::timestamptz[], %s::text[], %s::smallint[])
          AS d(kind, key, payload, max_attempts, run_at, deadline, queue, priority)
     ON CONFLICT DO NOTHING
-    RETURNING kind, "key"
+    RETURNING id, kind, "key"
 """
 
 #: Wake the listeners when the current transaction commits.

@@ -1,0 +1,79 @@
+"""Django signals for every job transition, for a project's own side effects
+(an audit row, a metric, a message to a channel).
+
+Each is sent with the job's kind as `sender`, so a receiver can listen to one
+kind (`@receiver(job_finished, sender="orders.relay")`) or to all. Nothing is
+built or sent when no receiver is connected (`Signal.has_listeners`), so an
+unused signal costs the runner a dictionary lookup. A receiver that raises is
+logged (`jobs_signal_receiver_failed`) and changes nothing: the enqueue, the
+attempt and the settle go on as if it had not been called.
+
+- `job_enqueued(sender=kind, job_id, key, queue, priority, run_at, using)`:
+  after the transaction that inserted the row commits (at once outside
+  `transaction.atomic()`); never for a refused duplicate or a rollback.
+- `job_started(sender=kind, job, attempt)`: on the worker thread, after the
+  claim has committed, just before the handler runs; `job` is the claimed row.
+- `job_finished(sender=kind, job, attempt, outcome)`: after the settle of an
+  attempt has committed; `outcome` is one of `OUTCOMES`: "done", "retry",
+  "failed", "timed_out" (a retry or, out of attempts, a retirement),
+  "cancelled" (an operator's; `attempt` is the attempts spent), "released"
+  (handed back at shutdown). A settle that lost its row sends nothing.
+- `job_abandoned(sender=kind, job, reason)`: after the retirement that called
+  the handler's `abandon` has committed, once per job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.dispatch import Signal
+
+from jobs import log
+
+job_enqueued = Signal()
+job_started = Signal()
+job_finished = Signal()
+job_abandoned = Signal()
+
+#: What `job_finished` says an attempt came to.
+OUTCOMES = ("done", "retry", "failed", "timed_out", "cancelled", "released")
+
+
+def send(signal: Signal, kind: str, **arguments: Any) -> None:
+    """Send `signal` for a job of `kind` now, if anyone listens; a receiver
+    that raises is logged, never raised."""
+    if not signal.has_listeners(kind):
+        return
+    for receiver, answer in signal.send_robust(sender=kind, **arguments):
+        if isinstance(answer, Exception):
+            log.event(
+                "jobs_signal_receiver_failed",
+                logging.ERROR,
+                outcome="failure",
+                receiver=getattr(receiver, "__qualname__", repr(receiver)),
+                kind=kind,
+                error=repr(answer),
+            )
+
+
+def on_commit(signal: Signal, kind: str, database: str | None, /, **arguments: Any) -> None:
+    """`send`, once the current transaction on `database` commits (nothing if
+    it rolls back; at once outside a transaction)."""
+    if signal.has_listeners(kind):
+        transaction.on_commit(lambda: send(signal, kind, **arguments), using=database)
+
+
+def finished(job: Any, outcome: str) -> None:
+    """`job_finished` for the attempt `job` describes, settled as `outcome`."""
+    send(job_finished, job.kind, job=job, attempt=job.attempts, outcome=outcome)
+
+
+def all_done(jobs: Iterable[Any]) -> None:
+    """`job_finished` ("done") for each of `jobs`, a batch settled together;
+    the batch is not even walked when nobody listens."""
+    if job_finished.has_listeners():
+        for job in jobs:
+            finished(job, "done")
