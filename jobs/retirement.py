@@ -62,15 +62,8 @@ def retire(
             **job_fields(job),
             error=telling_line(reason, trim=False),
         )
-        outcome = "timed_out" if entry.outcome == history.Outcome.TIMED_OUT else "failed"
-        signals.on_commit(
-            signals.job_finished,
-            job.kind,
-            store.using,
-            job=job,
-            attempt=job.attempts,
-            outcome=outcome,
-        )
+        timed_out = entry.outcome == history.Outcome.TIMED_OUT
+        signals.finished_on_commit(job, "timed_out" if timed_out else "failed", store.using)
         abandon(handler, job, reason, store.using)
         occurrences.follow(store, job, now, state, job.started_at)
     return True
@@ -102,14 +95,7 @@ def cancel(
         started = job.started_at if job.state == State.RUNNING else None
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
-        signals.on_commit(
-            signals.job_finished,
-            job.kind,
-            store.using,
-            job=job,
-            attempt=job.attempts,
-            outcome="cancelled",
-        )
+        signals.finished_on_commit(job, "cancelled", store.using)
         if handler is None:
             log.event(
                 "job_abandon_skipped",

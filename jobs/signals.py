@@ -71,6 +71,11 @@ def finished(job: Any, outcome: str) -> None:
     send(job_finished, job.kind, job=job, attempt=job.attempts, outcome=outcome)
 
 
+def finished_on_commit(job: Any, outcome: str, database: str) -> None:
+    """`finished`, once the transaction settling `job` on `database` commits."""
+    on_commit(job_finished, job.kind, database, job=job, attempt=job.attempts, outcome=outcome)
+
+
 def all_done(jobs: Iterable[Any]) -> None:
     """`job_finished` ("done") for each of `jobs`, a batch settled together;
     the batch is not even walked when nobody listens."""

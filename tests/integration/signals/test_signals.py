@@ -46,18 +46,6 @@ def heard() -> Iterator[Heard]:
         getattr(signals, name).disconnect(receive)
 
 
-@pytest.fixture(autouse=True)
-def quick_poll(configure) -> None:
-    configure(poll_interval_ms=20)
-
-
-@pytest.fixture
-def blocked(registry: Registry) -> Iterator[Blocks]:
-    handler = install(registry, Blocks)
-    yield handler
-    handler.release.set()
-
-
 class Scripted(Recording):
     kind = "test.scripted"
     outcomes: list[object] = []
