@@ -92,9 +92,8 @@ def local(moment: datetime, zone: str) -> datetime:
 def listing(using: str | None = None, name: str | None = None) -> list[Listed]:
     """Every schedule (or the one named `name`), with its live occurrence (one
     query for all of them)."""
-    rows = list(Schedule.objects.using(using).order_by("name"))
-    if name is not None:
-        rows = [row for row in rows if row.name == name]
+    found = Schedule.objects.using(using).order_by("name")
+    rows = list(found if name is None else found.filter(name=name))
     keys = [KEY_PREFIX + row.name for row in rows]
     live = {
         (job.kind, job.key): job

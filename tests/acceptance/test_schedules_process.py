@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from django.db.models import QuerySet
 from django.tasks import TaskResultStatus, default_task_backend
+from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import LIVE_ROWS, Job, Schedule
-from jobs.schedules.operator import set_enabled
 from tests.conftest import RunJobs
 from tests.helpers import wait_until
 from tests.jobapp import tasks
@@ -251,13 +251,20 @@ def test_a_schedule_removed_from_the_settings_is_retired_at_the_next_runners_sta
     assert Schedule.objects.filter(name="kept").exists()
 
 
-def test_disabling_a_schedule_stops_its_next_occurrence_from_starting_and_enabling_resumes_it(
-    runjobs,
+def in_the_admin(client, action: str, name: str) -> None:
+    """Run a Schedules page action on `name`, as an operator does."""
+    page = reverse("admin:jobs_schedule_changelist")
+    answer = client.post(page, {"action": action, "_selected_action": [name], "index": 0})
+    assert answer.status_code == 302, answer.content.decode()[:500]
+
+
+def test_disabling_a_schedule_in_the_admin_stops_its_next_occurrence_and_enabling_resumes_it(
+    runjobs, admin_client
 ):
     runner = runjobs(env=with_schedules(beat={"kind": "test.record", "every": 1}))
     wait_until(lambda: executions("beat").count() >= 2, 30, "the schedule runs")
 
-    set_enabled("beat", False, by="admin:tester")
+    in_the_admin(admin_client, "disable_selected", "beat")
     disabled_at = timezone.now()
 
     def skips() -> int:
@@ -278,11 +285,11 @@ def test_disabling_a_schedule_stops_its_next_occurrence_from_starting_and_enabli
         "each skipped occurrence moves on to the next fire time: no new row, none run"
     )
     row = Schedule.objects.get(name="beat")
-    assert (row.enabled, row.changed_by, row.last_outcome) == (False, "admin:tester", "skipped")
+    assert (row.enabled, row.changed_by, row.last_outcome) == (False, "admin:admin", "skipped")
     [waiting] = occurrences("beat").filter(LIVE_ROWS)
     assert waiting.attempts == 0, "a skip spends no attempt"
 
-    set_enabled("beat", True, by="admin:tester")
+    in_the_admin(admin_client, "enable_selected", "beat")
     enabled_at = timezone.now()
     wait_until(lambda: executions("beat").count() >= ran_before + 2, 10, "the schedule resumes")
     stop(runner)
