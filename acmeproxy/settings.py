@@ -140,13 +140,26 @@ JOBS = {
 ORDERS_UPSTREAM_URL = env("ORDERS_UPSTREAM_URL", default="http://127.0.0.1:9/")
 ORDERS_UPSTREAM_TIMEOUT = env.float("ORDERS_UPSTREAM_TIMEOUT", default=10.0)
 
+# The bearer token Prometheus sends to scrape /metrics/jobs; unset, only a
+# signed-in user with the jobs.view_job permission may read it.
+JOBS_METRICS_TOKEN = env("JOBS_METRICS_TOKEN", default="")
+
 # Django's tasks framework runs `@task` functions as durable jobs.
 TASKS = {"default": {"BACKEND": "jobs.tasks.JobsBackend"}}
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        # One JSON object per line, for a log collector: JOBS_LOG_FORMAT=json.
+        "json": {"()": "jobs.log.JSONFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": env("JOBS_LOG_FORMAT", default="plain"),
+        }
+    },
     "loggers": {"jobs": {"handlers": ["console"], "level": env("JOBS_LOG_LEVEL", default="INFO")}},
 }

@@ -3,12 +3,17 @@
 The message reads `event key=value ...` for people; the same fields ride in
 the record's `extra` for a JSON formatter. Where the lines go is the project's
 `LOGGING` to decide; `runjobs` prints them itself only when nothing would
-(`to_terminal_unless_configured`).
+(`to_terminal_unless_configured`), and `JSONFormatter` writes them one JSON
+object a line for a project that ships its logs to a collector.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from jobs.presentation import telling_line
@@ -67,3 +72,75 @@ def _show(value: Any) -> str:
     if not text or any(c.isspace() or c in '"=' for c in text):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     return text
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object a line: `time`, `level`, `logger`, `event`, the event's
+    fields as top-level keys, `message`, and `exception` when there is one.
+
+    For a collector (Loki, Elasticsearch, CloudWatch) that indexes keys rather
+    than parsing `key=value` text. Give a handler of the `jobs` logger
+    `{"()": "jobs.log.JSONFormatter"}` in `LOGGING`; records of other loggers,
+    which carry no `event` or `fields`, come out with `event` null and their
+    message. `time` is UTC with milliseconds, from when the record was made.
+
+    A field never replaces a key the line sets itself: one named `message` is
+    written as `field_message`. A value JSON has no type for is written as a
+    datetime's ISO 8601, a timedelta's seconds, an exception's repr, or else
+    its `str` (a UUID), so a line is always written, whatever a field holds.
+
+    Written with the stdlib `json`, not python-json-logger: a dependency for
+    a few lines. A project that already formats with python-json-logger (or
+    anything else) can read the same two extras `event` puts on every record
+    of the `jobs` logger: `record.event`, the name, and `record.fields`.
+    """
+
+    #: The keys the formatter writes itself, which no field may overwrite.
+    RESERVED = frozenset({"time", "level", "logger", "event", "message", "exception", "stack"})
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": _utc(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "event": _safe(getattr(record, "event", None)),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, Mapping):
+            for name, value in fields.items():
+                key = str(name)
+                while key in self.RESERVED or key in line:
+                    key = "field_" + key
+                line[key] = _safe(value)
+        elif fields is not None:  # another library's `fields` extra, whatever it is
+            line["fields"] = _safe(fields)
+        line["message"] = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exception"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line)
+
+
+def _utc(created: float) -> str:
+    """A record's `created` as ISO 8601 in UTC, to the millisecond: `...T12:00:00.123Z`."""
+    moment = datetime.fromtimestamp(created, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _safe(value: Any) -> Any:
+    """`value` as something `json.dumps` writes as it is."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, BaseException):
+        return repr(value)
+    isoformat = getattr(value, "isoformat", None)  # a datetime, a date, a time
+    if callable(isoformat):
+        return isoformat()
+    return str(value)  # a UUID, a Path, a list: as `key=value` text shows it

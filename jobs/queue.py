@@ -17,7 +17,7 @@ from datetime import datetime
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from jobs import config, log, signals
+from jobs import config, log, observers, tracing
 from jobs.registry import registry
 from jobs.spec import DEFAULT_PRIORITY, DEFAULT_QUEUE, JobSpec
 from jobs.store import NewJob, for_database
@@ -39,7 +39,7 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     inserted = store.insert(row)
     if inserted:
         wake_runners(store.using, notified=True)  # the insert notified other processes
-        _enqueued(row, store.using)
+        observers.enqueued([row], store.using)
     return inserted
 
 
@@ -64,26 +64,8 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     queued = store.insert_many(rows)  # which gives each row its id
     if any(queued):
         wake_runners(store.using, notified=True)  # as `enqueue`
-        if signals.job_enqueued.has_listeners():
-            for row, inserted in zip(rows, queued, strict=True):
-                if inserted:
-                    _enqueued(row, store.using)
+        observers.enqueued([row for row, new in zip(rows, queued, strict=True) if new], store.using)
     return queued
-
-
-def _enqueued(row: NewJob, using: str) -> None:
-    """`job_enqueued` for `row`, once its transaction commits (`jobs.signals`)."""
-    signals.on_commit(
-        signals.job_enqueued,
-        row.kind,
-        using,
-        job_id=row.id,
-        key=row.key,
-        queue=row.queue,
-        priority=row.priority,
-        run_at=row.run_at,
-        using=using,
-    )
 
 
 def _default_attempts() -> int:
@@ -120,6 +102,7 @@ def _row(
         queue=queue,
         priority=priority,
         now=now,
+        traceparent=tracing.traceparent(),
     )
 
 

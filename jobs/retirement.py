@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs import history, log, signals
+from jobs import history, log, observers, signals
 from jobs.handlers import JobHandler
 from jobs.models import Job, State
 from jobs.presentation import telling_line
@@ -63,7 +63,7 @@ def retire(
             error=telling_line(reason, trim=False),
         )
         timed_out = entry.outcome == history.Outcome.TIMED_OUT
-        signals.finished_on_commit(job, "timed_out" if timed_out else "failed", store.using)
+        observers.finished_on_commit(job, "timed_out" if timed_out else "failed", store.using, now)
         abandon(handler, job, reason, store.using)
         occurrences.follow(store, job, now, state, job.started_at)
     return True
@@ -95,7 +95,7 @@ def cancel(
         started = job.started_at if job.state == State.RUNNING else None
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
-        signals.finished_on_commit(job, "cancelled", store.using)
+        observers.finished_on_commit(job, "cancelled", store.using, now, ran=started is not None)
         if handler is None:
             log.event(
                 "job_abandon_skipped",

@@ -25,7 +25,6 @@ attempt and the settle go on as if it had not been called.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -64,21 +63,3 @@ def on_commit(signal: Signal, kind: str, database: str | None, /, **arguments: A
     it rolls back; at once outside a transaction)."""
     if signal.has_listeners(kind):
         transaction.on_commit(lambda: send(signal, kind, **arguments), using=database)
-
-
-def finished(job: Any, outcome: str) -> None:
-    """`job_finished` for the attempt `job` describes, settled as `outcome`."""
-    send(job_finished, job.kind, job=job, attempt=job.attempts, outcome=outcome)
-
-
-def finished_on_commit(job: Any, outcome: str, database: str) -> None:
-    """`finished`, once the transaction settling `job` on `database` commits."""
-    on_commit(job_finished, job.kind, database, job=job, attempt=job.attempts, outcome=outcome)
-
-
-def all_done(jobs: Iterable[Any]) -> None:
-    """`job_finished` ("done") for each of `jobs`, a batch settled together;
-    the batch is not even walked when nobody listens."""
-    if job_finished.has_listeners():
-        for job in jobs:
-            finished(job, "done")

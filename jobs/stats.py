@@ -174,6 +174,12 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     )
 
 
+def held_by_pauses(using: str | None = None) -> Q:
+    """The rows the operator's pauses hold back on `using` (an empty Q when
+    nothing is paused)."""
+    return _paused(_controls(using or DEFAULT_DB_ALIAS))
+
+
 def _paused(controls: list[dict[str, Any]]) -> Q:
     """The rows a pause in `controls` holds back: waiting by an operator's
     choice, not for want of runners, so they are not the queue's lag."""

@@ -28,3 +28,10 @@ else:
 # object, as `JOBS_SCHEDULES` takes it); in-process tests use the `settings`
 # fixture instead.
 JOBS_SCHEDULES = json.loads(os.environ.get("TEST_JOBS_SCHEDULES", "{}"))
+
+# Real `runjobs` subprocesses of the tracing tests export their spans to this
+# file, a JSON object a line (tests/acceptance/test_tracing_process.py).
+if os.environ.get("TEST_JOBS_SPANS_FILE"):
+    from tests.integration.tracing.support import export_spans_to
+
+    export_spans_to(os.environ["TEST_JOBS_SPANS_FILE"])

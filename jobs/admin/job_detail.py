@@ -95,6 +95,7 @@ class JobDetail:
                     shown("started_at"),
                     shown("lease_expires_at"),
                     "claimed_by_holder",
+                    "traceparent",
                 ]
             },
         ),

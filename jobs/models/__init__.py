@@ -149,6 +149,19 @@ class Job(models.Model):
     result = models.JSONField(
         null=True, blank=True, help_text="What the last attempt returned with Done, if anything."
     )
+    # NULL unless the enqueue ran inside a span with `opentelemetry-api`
+    # installed (`jobs.tracing`); nullable without a default, so the column is
+    # added in place, as `claimed_by` was. 55 characters: version 00's length.
+    traceparent = models.CharField(  # noqa: DJ001
+        max_length=55,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=(
+            "The W3C traceparent of the span that queued it, which each attempt's span "
+            "links to; empty when it was queued outside a trace or without OpenTelemetry."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -18,7 +18,7 @@ settles each in one of two ways:
 Every settle is fenced on its attempt (`jobs.store.base`): whichever of the
 worker and the loop's timeout takes an attempt first settles it, a late result
 is discarded, and a settle that lost its row is logged, never written; one
-that won is told to `jobs.signals`. A settled attempt's slot is freed before
+that won is told to `jobs.observers`. A settled attempt's slot is freed before
 its finish rings the loop, so the pass that answers the ring finds it free.
 """
 
@@ -29,37 +29,24 @@ import logging
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from jobs import history, log, retirement, signals
+from jobs import history, log, observers, retirement
 from jobs.backoff import LATEST, after, next_attempt
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
+from jobs.runner.done_batch import DoneBatch, tell_completed
 from jobs.runner.slots import Slots
 from jobs.schedules import occurrences
 from jobs.store import Store
 
 Clock = Callable[[], datetime]
-
-
-@dataclass(slots=True)
-class DoneBatch:
-    """The `Done` attempts one settle takes, and the rows it writes for them."""
-
-    attempts: list[Attempt] = field(default_factory=list)
-    #: Each attempt's job and result, as `Store.settle_and_claim` and
-    #: `Store.complete_many` take them.
-    rows: list[tuple[Job, Any]] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.attempts)
 
 
 class Completer:
@@ -175,7 +162,7 @@ class Completer:
     ) -> None:
         if self.store.retry(attempt.job, now, run_at, reason, entry):
             log.event("job_released", outcome="released", **job_fields(attempt.job), run_at=run_at)
-            signals.finished(attempt.job, "released")
+            observers.finished(attempt.job, "released", now)
         else:
             self._lost(attempt.job, "release")
 
@@ -186,6 +173,7 @@ class Completer:
     def let_go(self, attempt: Attempt) -> None:
         """Free `attempt`'s slot and ring for it: its row is settled, or is left to
         its lease (a worker that ended without an outcome, as a crash would)."""
+        observers.unsettled(attempt.job)  # a no-op once its settle was told
         self.slots.settled((attempt,))
         self.slots.finished(attempt)
 
@@ -233,10 +221,12 @@ class Completer:
         the handlers that listen (`JobHandler.completed`), and log each settled
         `Done` and each that lost its row to a newer claim."""
         self.slots.settled(batch.attempts)
-        signals.all_done(attempt.job for attempt in batch.attempts if attempt.job.id in won)
+        observers.all_done(
+            [attempt.job for attempt in batch.attempts if attempt.job.id in won], now
+        )
         listening = [i for i, attempt in enumerate(batch.attempts) if attempt.handler.listens]
         if listening:
-            self._tell_completed(batch, listening, won, now)
+            tell_completed(batch, listening, won, now)
         log_done = log.enabled(logging.DEBUG)
         if not log_done and len(won) == len(batch):
             return  # every one won (the ids of a batch are distinct): nothing to say
@@ -246,34 +236,14 @@ class Completer:
                     log.event("job_done", logging.DEBUG, outcome="done", **job_fields(attempt.job))
             else:
                 self._lost(attempt.job, "done")
-
-    def _tell_completed(
-        self, batch: DoneBatch, listening: list[int], won: set[uuid.UUID], now: datetime
-    ) -> None:
-        for index in listening:
-            attempt = batch.attempts[index]
-            job = attempt.job
-            if job.id not in won:
-                continue
-            job.state, job.result, job.finished_at = State.DONE, batch.rows[index][1], now
-            job.lease_expires_at = None
-            try:
-                attempt.handler.completed(job)
-            except Exception as error:
-                log.event(
-                    "job_completed_hook_failed",
-                    logging.ERROR,
-                    outcome="failure",
-                    **job_fields(job),
-                    error=telling_line(repr(error), trim=False),
-                    traceback=traceback.format_exc(),
-                )
+                observers.unsettled(attempt.job)
 
     def batch_failed(self, batch: DoneBatch, error: Exception) -> None:
         """The batch's settle failed: the rows stay running until their leases
         expire, and another runner takes them (their attempts are spent)."""
         try:
             for attempt in batch.attempts:
+                observers.unsettled(attempt.job)
                 log.event(
                     "job_settle_failed",
                     logging.ERROR,
@@ -360,7 +330,7 @@ class Completer:
                 next_run_at=run_at.isoformat(),
                 error=telling_line(reason, trim=False),
             )
-            signals.finished(job, "timed_out" if timed_out else "retry")
+            observers.finished(job, "timed_out" if timed_out else "retry", now)
         else:
             self._lost(job, "retry")
 

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from jobs import history, log, signals
+from jobs import history, log, signals, tracing
 from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job
@@ -170,10 +170,11 @@ class Executor:
         handler, job = attempt.handler, attempt.job
         signals.send(signals.job_started, job.kind, job=job, attempt=job.attempts)
         try:
-            if _is_coroutine_function(handler.run):
-                result = asyncio.run(_bounded(handler.run(job), attempt.budget))
-            else:
-                result = handler.run(job)
+            with tracing.attempt(job):
+                if _is_coroutine_function(handler.run):
+                    result = asyncio.run(_bounded(handler.run(job), attempt.budget))
+                else:
+                    result = handler.run(job)
         except BudgetExpired:
             reason = f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
             return Retry(reason, exception=history.AttemptTimedOut(reason))

@@ -22,6 +22,7 @@ from types import FrameType
 from django.db import connections
 
 from jobs import log
+from jobs.metrics.exposition import Address, serve_process
 from jobs.runner.producer import Runner
 
 #: The exit status after a second signal or an expired grace period.
@@ -49,13 +50,19 @@ def serve(
     lanes: int = 1,
     queues: Sequence[str] | None = None,
     queue_caps: Mapping[str, int] | None = None,
+    metrics: Address | None = None,
 ) -> int:
     """Run the loop in this process until signalled (or drained, with `burst`); the exit status.
+
+    With `metrics`, the process's metrics are served there while it runs
+    (`jobs.metrics.exposition`); `MetricsUnavailable` if it cannot listen,
+    before any runner starts.
 
     With `lanes` above 1, that many runners share the process (see `Runner`):
     lane 0 on this thread, the others on threads of their own, each on its
     own connection. A signal stops them all; the grace period is shared.
     """
+    endpoint = serve_process(metrics, using) if metrics is not None else None
     runners = [
         Runner(
             using=using,
@@ -125,6 +132,8 @@ def serve(
             runner.close(wait=finished and not hung)  # a hung thread is never waited for
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if endpoint is not None:
+            endpoint.close()
     if hung:
         return EXIT_HARD_LIMIT
     return 0 if finished else EXIT_INTERRUPTED

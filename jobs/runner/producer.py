@@ -26,10 +26,12 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connectio
 from django.utils import timezone
 
 from jobs import config as jobs_config
-from jobs import controls, live_config, log, wakeup
+from jobs import controls, live_config, log, observers, wakeup
 from jobs.config import JobsSettings
+from jobs.metrics.tally import forget_runner, runner_gauges, tally
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
+from jobs.runner import startup
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
@@ -43,12 +45,6 @@ from jobs.store import for_database, limits
 #: The longest an idle runner goes without re-reading the config row, unless
 #: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
 CONFIG_CHECK_SECONDS = 1.0
-
-#: Start-up against a database that does not answer yet (a deploy that starts
-#: workers before the database, a failover) waits and tries again, doubling
-#: the wait from the first to the last, rather than exiting with a traceback.
-STARTUP_RETRY_FIRST_SECONDS = 0.5
-STARTUP_RETRY_MAX_SECONDS = 5.0
 
 
 class Runner:
@@ -120,6 +116,8 @@ class Runner:
         self.controls = controls.Controls()
         #: Passes completed so far: how a test knows the runner has looked and gone idle.
         self.passes = 0
+        #: Whether the metrics' notes wait for this runner's passes (`run` to `close`).
+        self._tallying = False
         try:
             self._current = self.settings()
             self.controls = controls.applied(self.controls, self.read_controls())
@@ -144,6 +142,9 @@ class Runner:
         )
         if not self._start_up():
             return  # stopped before the database ever answered
+        if not self._tallying:
+            self._tallying = True
+            tally.hold()  # released by `close`
         if not burst and self.store.wakes_other_processes and self._listener is None:
             self._listener = wakeup.Listener(
                 self.using, on_work=self.doorbell.set, on_config=self.reload
@@ -187,32 +188,16 @@ class Runner:
             self._idle()
 
     def _start_up(self) -> bool:
-        """Read the config row and register this runner, waiting for the database.
+        """Read the config row and register this runner, waiting for the database
+        (`jobs.runner.startup`); False if stopped before it ever answered."""
 
-        Until the database answers, each failure is logged as
-        `runner_database_unavailable` and tried again after a doubling wait;
-        a stop signal meanwhile ends the wait. False if stopped first.
-        """
-        delay = STARTUP_RETRY_FIRST_SECONDS
-        while not self.stopping.is_set():
-            try:
-                self._refresh(force=True)
-                self.presence.register(
-                    self.registry.kinds(), self.slots.share(self._current), self.queues
-                )
-                return True
-            except (DatabaseError, InterfaceError) as error:
-                log.event(
-                    "runner_database_unavailable",
-                    logging.WARNING,
-                    outcome="retrying",
-                    error=log.first_line(error),
-                    retry_in_seconds=delay,
-                )
-                connections[self.using].close()
-                self.stopping.wait(delay)
-                delay = min(delay * 2, STARTUP_RETRY_MAX_SECONDS)
-        return False
+        def register() -> None:
+            self._refresh(force=True)
+            self.presence.register(
+                self.registry.kinds(), self.slots.share(self._current), self.queues
+            )
+
+        return startup.until_answered(register, self.stopping, self.using)
 
     def reload(self) -> None:
         """Re-read the config now (SIGHUP, a notice). Safe from a signal handler."""
@@ -245,6 +230,7 @@ class Runner:
                 self.doorbell.wait(
                     min(remaining, self.watch.wait_seconds(self.clock(), self._current))
                 )
+        tally.flush()
         left = self.in_flight()
         if left:
             log.event(
@@ -272,6 +258,10 @@ class Runner:
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
+        if self._tallying:
+            self._tallying = False
+            tally.release()
+        forget_runner(self.presence.name)
         wakeup.doorbell.unsubscribe(self.doorbell)
         self._ticker_stop.set()
         if self._listener is not None:
@@ -336,11 +326,18 @@ class Runner:
         self.pool.submit_many(started)
         self.passes += 1
         # Bookkeeping, now that the claimed attempts are running.
+        observers.started([attempt.job for attempt in started], now)
         self._keep_watch(now, reap=False)  # reaped before the claim
         self.presence.beat(running + len(started), share)
+        self._measured(running + len(started), share)
         if self._config_due.is_set():
             self._refresh(force=True)
         return len(claims), free
+
+    def _measured(self, held: int, share: int) -> None:
+        """Apply the pass's metrics (`jobs.metrics.tally`), and this runner's slots."""
+        tally.flush()
+        runner_gauges(self.presence.name, held, max(0, share - held))
 
     def in_flight(self) -> list[Attempt]:
         """The attempts holding a slot: running, or awaiting their settle."""

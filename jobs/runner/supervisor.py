@@ -57,8 +57,15 @@ from pathlib import Path
 from django.db import connections
 
 from jobs import log
+from jobs.metrics.exposition import Address, Children
 from jobs.runner.presence import SUPERVISOR_PID_ENV
-from jobs.runner.process import EXIT_HARD_LIMIT, EXIT_INTERRUPTED, PROCESS_INDEX_ENV
+from jobs.runner.process import EXIT_INTERRUPTED, PROCESS_INDEX_ENV
+from jobs.runner.restarts import (
+    GIVE_UP_RULE,
+    START_WINDOW,
+    Restart,
+    RestartPolicy,
+)
 
 #: The most children one supervisor starts (`runjobs --processes`).
 MAX_PROCESSES = 64
@@ -66,15 +73,6 @@ MAX_PROCESSES = 64
 #: apart from 1 (interrupted), 2 (bad arguments) and 3 (a hung handler).
 EXIT_GAVE_UP = 4
 
-#: The first wait before a child is restarted; it doubles at each restart up to `MAX_DELAY`.
-FIRST_DELAY = 0.5
-MAX_DELAY = 30.0
-#: A child up this long had a good run: its next restart waits `FIRST_DELAY` again.
-STABLE_AFTER = 30.0
-#: A child that exits sooner than this after its start failed to start.
-START_WINDOW = 10.0
-#: Failed starts in a row (across all children, none succeeding between) before giving up.
-GIVE_UP_AFTER = 5
 #: How long past the grace the supervisor waits for children before SIGKILL.
 STOP_MARGIN = 5.0
 #: The longest the loop sleeps with nothing to do (a signal or a child's exit wakes it at once).
@@ -82,43 +80,6 @@ TICK = 1.0
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 RELAYED = (*STOP_SIGNALS, signal.SIGHUP, signal.SIGCHLD)
-
-
-@dataclass(frozen=True)
-class Restart:
-    """What to do about a child that exited while the supervisor was not stopping."""
-
-    delay: float
-    reason: str
-    give_up: bool = False
-
-
-class RestartPolicy:
-    """The backoff and give-up rules, as pure bookkeeping over uptimes (seconds)."""
-
-    def __init__(self) -> None:
-        self.failed_starts = 0
-        self._delays: dict[int, float] = {}
-
-    def started_fine(self) -> None:
-        """A child has run `START_WINDOW`: the failed starts are no longer in a row."""
-        self.failed_starts = 0
-
-    def exited(self, index: int, uptime: float, status: int) -> Restart:
-        if status == EXIT_HARD_LIMIT:
-            return Restart(0.0, "hard_limit")
-        delay = FIRST_DELAY if uptime >= STABLE_AFTER else self._delays.get(index, FIRST_DELAY)
-        self._delays[index] = min(delay * 2, MAX_DELAY)
-        if uptime >= START_WINDOW:
-            self.started_fine()  # if the loop had not seen it yet
-            return Restart(delay, "exited")
-        self.failed_starts += 1
-        return Restart(delay, "failed_to_start", self.failed_starts >= GIVE_UP_AFTER)
-
-
-GIVE_UP_RULE = (
-    f"{GIVE_UP_AFTER} runner processes in a row exited within {START_WINDOW:g} s of starting"
-)
 
 
 def shown_status(returncode: int) -> str:
@@ -181,6 +142,8 @@ class Supervisor:
         self.signals_seen = 0
         self.failed = False  # a child exited non-zero while stopping
         self.gave_up = False
+        #: The children's metrics, when they are served (`supervise`).
+        self.metrics: Children | None = None
 
     def start(self, child: Child) -> bool:
         """Start `child`'s process; False if it could not be (counted as a failed start)."""
@@ -265,6 +228,8 @@ class Supervisor:
                 continue
             uptime = now - child.started
             child.old_pid, child.old_status = child.process.pid, shown_status(status)
+            if self.metrics is not None:
+                self.metrics.exited(child.old_pid)
             child.process = None
             stopping = self.stop_deadline is not None
             log.event(
@@ -328,6 +293,8 @@ class Supervisor:
             )
             child.process.kill()
             child.process.wait()
+            if self.metrics is not None:
+                self.metrics.exited(child.process.pid)
             child.process = None
             self.failed = True
 
@@ -372,15 +339,30 @@ def supervise(
     processes: int,
     grace: float,
     env: Mapping[str, str] | None = None,
+    *,
+    metrics: Address | None = None,
+    using: str | None = None,
 ) -> int:
     """Run `processes` children (`manage.py runjobs *child_args`) until signalled; the exit status.
 
     `child_args` are the options each child gets (the runner's own, never
     `--processes`); `grace` is the `--grace` among them, which the supervisor
-    waits out (plus `STOP_MARGIN`) after a stop signal. Call it from the main
-    thread: it installs signal handlers.
+    waits out (plus `STOP_MARGIN`) after a stop signal. With `metrics`, one
+    endpoint there serves every child's metrics summed, and the table's
+    gauges on `using` (`jobs.metrics.exposition.Children`). Call it from the
+    main thread: it installs signal handlers.
     """
     if not 1 <= processes <= MAX_PROCESSES:
         raise ValueError(f"processes must be from 1 to {MAX_PROCESSES}, not {processes}")
     connections.close_all()  # the children open their own; this process needs none
-    return Supervisor(child_args, processes, grace, os.environ if env is None else env).run()
+    children = Children(metrics, using) if metrics is not None else None
+    environment = dict(os.environ if env is None else env)
+    if children is not None:
+        environment.update(children.environment())
+    supervisor = Supervisor(child_args, processes, grace, environment)
+    supervisor.metrics = children
+    try:
+        return supervisor.run()
+    finally:
+        if children is not None:
+            children.close()

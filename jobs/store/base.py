@@ -59,6 +59,9 @@ class NewJob:
     queue: str
     priority: int
     now: datetime
+    #: The W3C traceparent of the span that queued it (`jobs.tracing`), or
+    #: None: tracing absent, or no span current.
+    traceparent: str | None = None
 
 
 class Store:

@@ -42,13 +42,15 @@ CONFIGURED_MAX_ATTEMPTS_SQL = f"""
 #: config row's `max_attempts` in the same statement, so a change made in
 #: any process reaches the very next enqueue everywhere, at no extra round
 #: trip; a row holding an unusable value falls back to the initial config.
+#: The traceparent is NULL unless the enqueue ran in a span (`jobs.tracing`).
 INSERT_SQL = f"""
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
                               run_at, deadline, lease_expires_at, last_error,
-                              queue, priority, created_at, updated_at, finished_at)
+                              queue, priority, created_at, updated_at, finished_at,
+                              traceparent)
         VALUES (%s, %s, %s, %s, 'queued', 0,
                 COALESCE(CAST(%s AS integer), ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
-                %s, %s, NULL, '', %s, %s, %s, %s, NULL)
+                %s, %s, NULL, '', %s, %s, %s, %s, NULL, %s)
         ON CONFLICT DO NOTHING
         RETURNING id
     """
@@ -99,6 +101,7 @@ class OrmStore(Store):
             row.priority,
             prepare("created_at", row.now),
             prepare("updated_at", row.now),
+            row.traceparent,
         ]
         with self.connection.cursor() as cursor:
             cursor.execute(INSERT_SQL, params)

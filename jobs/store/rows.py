@@ -69,6 +69,8 @@ CLAIM_COLUMNS = (
     "errors",
     "queue",
     "priority",
+    # For the attempt's span to link to (`jobs.tracing`); NULL on most rows.
+    "traceparent",
 )
 
 #: The columns a claim writes from values it was given (`now`, and each

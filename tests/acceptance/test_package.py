@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(600)
 
 #: What the wheel installs: Django 6.1 and its own (tzdata on Windows only), and cronsim.
-DJANGO = {"django", "asgiref", "sqlparse", "tzdata", "cronsim"}
+DJANGO = {"django", "asgiref", "sqlparse", "tzdata", "cronsim", "prometheus_client"}
 
 #: The project's own handler and task, as a newcomer would write them.
 HANDLER = """
@@ -239,13 +239,16 @@ def test_the_wheel_holds_the_jobs_app_with_its_templates_static_files_and_migrat
         "Requires-Dist: cronsim>=2.6",
         "Requires-Dist: django>=6.1",
         "Requires-Dist: mysqlclient>=2.2.1; extra == 'mysql'",
+        "Requires-Dist: opentelemetry-api>=1.20; extra == 'tracing'",
+        "Requires-Dist: prometheus-client>=0.20",
         "Requires-Dist: psycopg[binary]>=3.2; extra == 'postgresql'",
-    ], "Django and cronsim are the runtime dependencies; each driver is an extra"
+    ], "Django, cronsim and prometheus-client are the runtime dependencies; the rest are extras"
 
 
 def test_a_fresh_project_runs_a_job_from_the_wheel_on_sqlite_with_django_alone(fresh):
     assert fresh.installed() - {"pip"} <= {"django-durable-jobs", *DJANGO}, (
-        f"a SQLite project installs Django and cronsim, nothing else: {sorted(fresh.installed())}"
+        f"a SQLite project installs Django, cronsim and prometheus-client, nothing else: "
+        f"{sorted(fresh.installed())}"
     )
 
     outcome = fresh.story()

@@ -25,7 +25,8 @@ from django.urls import reverse
 from jobs import JobSpec, enqueue, enqueue_many
 from jobs.models import Job, RunnerProcess
 from jobs.runner.process import EXIT_HARD_LIMIT
-from jobs.runner.supervisor import EXIT_GAVE_UP, GIVE_UP_AFTER, STOP_MARGIN
+from jobs.runner.restarts import GIVE_UP_AFTER
+from jobs.runner.supervisor import EXIT_GAVE_UP, STOP_MARGIN
 from tests.acceptance import wait_for_log
 from tests.conftest import RunJobs
 from tests.helpers import wait_until

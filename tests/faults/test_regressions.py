@@ -20,7 +20,7 @@ from django.db import DatabaseError, connection
 
 from jobs import Done, JobHandler, JobSpec, enqueue
 from jobs.models import Job
-from jobs.runner import producer
+from jobs.runner import startup
 from jobs.runner.pool import FORGET_QUERIES_EVERY, WorkerPool
 from jobs.runner.presence import Presence
 
@@ -41,7 +41,7 @@ def test_a_runner_whose_database_is_down_at_start_logs_it_retries_and_then_runs(
     configure(poll_interval_ms=20)
     registry.register(Quick)
     assert enqueue(JobSpec.now("regression.quick", "k"))
-    monkeypatch.setattr(producer, "STARTUP_RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(startup, "STARTUP_RETRY_FIRST_SECONDS", 0.01)
     failures = {"left": 2}
     real = Presence.register
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import signal
 
 from jobs.runner.process import EXIT_HARD_LIMIT
-from jobs.runner.supervisor import (
+from jobs.runner.restarts import (
     FIRST_DELAY,
     GIVE_UP_AFTER,
     MAX_DELAY,
     STABLE_AFTER,
     START_WINDOW,
     RestartPolicy,
-    shown_status,
 )
+from jobs.runner.supervisor import shown_status
 
 QUICK = START_WINDOW / 10  # exited soon after its start
 LATE = START_WINDOW + 1  # started fine, exited before it counted as stable

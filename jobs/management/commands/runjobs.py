@@ -16,6 +16,7 @@ from jobs import log
 from jobs.cli_arguments import database_alias
 from jobs.drivers import missing_driver
 from jobs.live_config import describe
+from jobs.metrics.exposition import DEFAULT_HOST, Address, MetricsUnavailable
 from jobs.registry import registry
 from jobs.runner.process import serve
 from jobs.runner.supervisor import MAX_PROCESSES, supervise
@@ -51,6 +52,17 @@ def _from_one_to(highest: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _port(text: str) -> int:
+    """A TCP port, 1 to 65535 (argparse reports the error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ArgumentTypeError(f"takes a port number, not {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise ArgumentTypeError(f"must be a port from 1 to 65535, not {value}")
+    return value
 
 
 #: The largest `--queue NAME=N` cap: far past any `max_concurrent`.
@@ -130,6 +142,22 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--metrics-port",
+            type=_port,
+            metavar="PORT",
+            help=(
+                "Serve Prometheus metrics over HTTP on this port (off by default): this "
+                "runner's counters and gauges, with --processes every child's summed, "
+                "and the table's gauges read at each scrape."
+            ),
+        )
+        parser.add_argument(
+            "--metrics-host",
+            default=DEFAULT_HOST,
+            metavar="HOST",
+            help=f"The address the metrics endpoint listens on (default {DEFAULT_HOST}).",
+        )
+        parser.add_argument(
             "--database",
             type=database_alias,
             default=DEFAULT_DB_ALIAS,
@@ -160,19 +188,34 @@ class Command(BaseCommand):
         if problems:
             raise CommandError("; ".join(problems))
         log.to_terminal_unless_configured()
-        if options["processes"] > 1:
-            status = supervise(child_arguments(options), options["processes"], options["grace"])
-        else:
-            status = serve(
-                using=options["database"],
-                burst=options["burst"],
-                grace=options["grace"],
-                lanes=options["lanes"],
-                queues=[name for name, _ in options["queues"]] if options["queues"] else None,
-                queue_caps={name: cap for name, cap in options["queues"] or () if cap is not None},
-            )
+        metrics = None
+        if options["metrics_port"] is not None:
+            metrics = Address(options["metrics_host"], options["metrics_port"])
+        try:
+            status = self._run(options, metrics)
+        except MetricsUnavailable as error:
+            raise CommandError(str(error)) from None
         if status:
             sys.exit(status)
+
+    def _run(self, options: dict[str, Any], metrics: Address | None) -> int:
+        if options["processes"] > 1:
+            return supervise(
+                child_arguments(options),
+                options["processes"],
+                options["grace"],
+                metrics=metrics,
+                using=options["database"],
+            )
+        return serve(
+            using=options["database"],
+            burst=options["burst"],
+            grace=options["grace"],
+            lanes=options["lanes"],
+            queues=[name for name, _ in options["queues"]] if options["queues"] else None,
+            queue_caps={name: cap for name, cap in options["queues"] or () if cap is not None},
+            metrics=metrics,
+        )
 
 
 def child_arguments(options: dict[str, Any]) -> list[str]:

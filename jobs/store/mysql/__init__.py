@@ -240,6 +240,7 @@ class MySQLStore(OrmStore):
                 row.priority,
                 self.prepare("created_at", row.now),
                 self.prepare("updated_at", row.now),
+                row.traceparent,
             ]
         with self.connection.cursor() as cursor:
             cursor.execute(

@@ -38,7 +38,7 @@ _COLUMNS = ", ".join(f"`{column}`" for column in CLAIM_COLUMNS)
 VALUES_SQL = f"""
     (%s, %s, %s, %s, 'queued', 0,
      COALESCE(%s, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
-     %s, %s, NULL, '', %s, %s, %s, %s, NULL)
+     %s, %s, NULL, '', %s, %s, %s, %s, NULL, %s)
 """
 
 #: Insert queued rows, skipping each whose identity a live row (or an earlier
@@ -48,7 +48,7 @@ INSERT_SQL = """
     INSERT IGNORE INTO jobs_job (`id`, `kind`, `key`, `payload`, `state`, `attempts`,
                                  `max_attempts`, `run_at`, `deadline`, `lease_expires_at`,
                                  `last_error`, `queue`, `priority`, `created_at`,
-                                 `updated_at`, `finished_at`)
+                                 `updated_at`, `finished_at`, `traceparent`)
     VALUES {values}
 """
 

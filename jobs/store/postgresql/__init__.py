@@ -61,6 +61,7 @@ class PostgreSQLStore(OrmStore):
             row.priority,
             row.now,
             row.now,
+            row.traceparent,
         ]
         return bool(driver.fetch(self.connection, sql.INSERT_SQL, params))
 
@@ -271,6 +272,7 @@ def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:
 def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
     """What `INSERT_MANY_SQL` reads for `rows`: the batch's shared values, then
     its columns as array literals."""
+    traceparents = [row.traceparent for row in rows]
     return [
         rows[0].default_max_attempts,
         rows[0].now,
@@ -285,6 +287,9 @@ def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
         ),
         array_literal(row.queue for row in rows),
         plain_array_literal(str(row.priority) for row in rows),
+        # A NULL array when no row has one (tracing absent: the usual batch),
+        # which `unnest` pads as NULL for every row.
+        array_literal(traceparents) if any(traceparents) else None,
     ]
 
 

@@ -77,13 +77,14 @@ INSERT_SQL = f"""
 INSERT_MANY_SQL = f"""
     INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
                           run_at, deadline, lease_expires_at, last_error,
-                          queue, priority, created_at, updated_at, finished_at)
+                          queue, priority, created_at, updated_at, finished_at, traceparent)
     SELECT gen_random_uuid(), d.kind, d.key, d.payload, 'queued', 0,
            COALESCE(d.max_attempts, ({CONFIGURED_MAX_ATTEMPTS_SQL}), %s),
-           d.run_at, d.deadline, NULL, '', d.queue, d.priority, %s, %s, NULL
+           d.run_at, d.deadline, NULL, '', d.queue, d.priority, %s, %s, NULL, d.traceparent
     FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::integer[],
-                %s::timestamptz[], %s::timestamptz[], %s::text[], %s::smallint[])
-         AS d(kind, key, payload, max_attempts, run_at, deadline, queue, priority)
+                %s::timestamptz[], %s::timestamptz[], %s::text[], %s::smallint[], %s::text[])
+         AS d(kind, key, payload, max_attempts, run_at, deadline, queue, priority,
+              traceparent)
     ON CONFLICT DO NOTHING
     RETURNING id, kind, "key"
 """
