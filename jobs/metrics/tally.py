@@ -6,8 +6,10 @@ file, for each of four metrics) would be a cost of its own. So what happens
 is noted as plain tuples (an append, from any thread), and `flush` applies
 them together: one counter increment per kind and queue, one histogram
 update per label and bucket, whatever the number of jobs. The runner's loop
-flushes once per pass (`jobs.runner.producer`); outside a runner (a web
-process cancelling a running job) each note is applied at once.
+flushes at the end of a pass, at most every `FLUSH_EVERY_SECONDS`, and when
+it goes idle (`jobs.runner.producer`), so a scrape sees counts at most a
+fraction of a second old; outside a runner (a web process cancelling a
+running job) each note is applied at once.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import bisect
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 
 from jobs.metrics import instruments
 
@@ -32,6 +35,10 @@ class _Job(Protocol):
     created_at: datetime
     started_at: datetime | None
 
+
+#: The most often a busy runner applies its notes (`Tally.flush_if_due`); an
+#: idle one applies them as it goes idle.
+FLUSH_EVERY_SECONDS = 0.25
 
 #: (kind, queue, outcome, seconds the attempt took, or None when none ran).
 Finished = tuple[str, str, str, float | None]
@@ -47,6 +54,8 @@ class Tally:
         #: How many runners of this process flush per pass: while none does,
         #: a note is applied as it is made.
         self._flushers = 0
+        self._flushed_at = 0.0
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     def hold(self) -> None:
         """A runner starts flushing once per pass."""
@@ -89,31 +98,47 @@ class Tally:
 
     # -- applying them ---------------------------------------------------------
 
+    def flush_if_due(self) -> None:
+        """`flush`, unless the last was less than `FLUSH_EVERY_SECONDS` ago: a
+        busy runner's passes come thousands a second, its scrapes every 15."""
+        if time.monotonic() - self._flushed_at >= FLUSH_EVERY_SECONDS:
+            self.flush()
+
     def flush(self) -> None:
         """Apply every note made so far, a few updates for the lot."""
+        self._flushed_at = time.monotonic()
         started = _take(self._started)
         finished = _take(self._finished)
         if started:
-            counts: collections.Counter[tuple[str, str]] = collections.Counter()
-            waits: dict[str, list[float]] = collections.defaultdict(list)
+            counts: dict[tuple[str, str], int] = {}
+            waits: dict[str, list[float]] = {}
             for kind, queue, waited in started:
-                counts[kind, queue] += 1
-                waits[queue].append(max(0.0, waited))
-            for (kind, queue), n in counts.items():
-                instruments.attempts_started.labels(kind, queue).inc(n)
+                counts[kind, queue] = counts.get((kind, queue), 0) + 1
+                waits.setdefault(queue, []).append(waited if waited > 0.0 else 0.0)
+            for labels, n in counts.items():
+                self._child(instruments.attempts_started, labels).inc(n)
             for queue, values in waits.items():
-                observe_many(instruments.wait, (queue,), values)
+                observe_many(self._child(instruments.wait, (queue,)), values)
         if finished:
-            outcomes: collections.Counter[tuple[str, str, str]] = collections.Counter()
-            durations: dict[str, list[float]] = collections.defaultdict(list)
+            outcomes: dict[tuple[str, str, str], int] = {}
+            durations: dict[str, list[float]] = {}
             for kind, queue, outcome, seconds in finished:
-                outcomes[kind, queue, outcome] += 1
+                outcomes[kind, queue, outcome] = outcomes.get((kind, queue, outcome), 0) + 1
                 if seconds is not None:
-                    durations[kind].append(seconds)
-            for labels, n in outcomes.items():
-                instruments.attempts_finished.labels(*labels).inc(n)
+                    durations.setdefault(kind, []).append(seconds)
+            for key, n in outcomes.items():
+                self._child(instruments.attempts_finished, key).inc(n)
             for kind, values in durations.items():
-                observe_many(instruments.attempt_duration, (kind,), values)
+                observe_many(self._child(instruments.attempt_duration, (kind,)), values)
+
+    def _child(self, metric: Counter | Histogram, labels: tuple[str, ...]) -> Any:
+        """`metric.labels(*labels)`, kept: counters' and histograms' children
+        are never removed, and the lookup takes a lock and checks the labels."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
 
 def runner_gauges(runner: str, running: int, free: int) -> None:
@@ -129,16 +154,15 @@ def forget_runner(runner: str) -> None:
             gauge.remove(runner)
 
 
-def observe_many(histogram: Histogram, labels: tuple[str, ...], values: list[float]) -> None:
-    """`histogram.labels(*labels).observe(v)` for each of `values`, as one
-    update per bucket that any of them falls in.
+def observe_many(child: Any, values: list[float]) -> None:
+    """`child.observe(v)` for each of `values` (`child` one histogram's
+    labelled child), as one update per bucket that any of them falls in.
 
     prometheus_client has no bulk observe; this adds to the child's buckets
     and sum as `observe` would (a value goes in the first bucket whose upper
     bound it does not exceed), and falls back to one `observe` per value should
     a release change those internals (a test holds it to the one-by-one result).
     """
-    child: Any = histogram.labels(*labels)
     bounds = getattr(child, "_upper_bounds", None)
     buckets = getattr(child, "_buckets", None)
     total = getattr(child, "_sum", None)
@@ -146,9 +170,14 @@ def observe_many(histogram: Histogram, labels: tuple[str, ...], values: list[flo
         for value in values:
             child.observe(value)
         return
-    per_bucket: collections.Counter[int] = collections.Counter(
-        bisect.bisect_left(bounds, value) for value in values
-    )
+    if len(values) == 1:
+        total.inc(values[0])
+        buckets[bisect.bisect_left(bounds, values[0])].inc(1)
+        return
+    per_bucket: dict[int, int] = {}
+    for value in values:
+        index = bisect.bisect_left(bounds, value)
+        per_bucket[index] = per_bucket.get(index, 0) + 1
     total.inc(sum(values))
     for index, n in per_bucket.items():
         buckets[index].inc(n)

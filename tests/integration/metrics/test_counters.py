@@ -170,13 +170,16 @@ def test_a_pass_s_observations_land_in_the_buckets_one_by_one_observes_would():
     """The batched histogram update gives what prometheus_client's own
     `observe` gives, value by value (it reaches into the child's buckets)."""
     values = [0.0, 0.004, 0.005, 0.0051, 0.3, 2.5, 7, 99999, 10**9]
+    single = 0.0051
     batched, one_by_one = CollectorRegistry(), CollectorRegistry()
     buckets = instruments.DURATION_BUCKETS
     h1 = Histogram("h", "h", ["kind"], buckets=buckets, registry=batched)
     h2 = Histogram("h", "h", ["kind"], buckets=buckets, registry=one_by_one)
-    observe_many(h1, ("k",), values)
+    observe_many(h1.labels("k"), values)
+    observe_many(h1.labels("one"), [single])
     for value in values:
         h2.labels("k").observe(value)
+    h2.labels("one").observe(single)
 
     def samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
         return [
