@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
@@ -79,9 +80,28 @@ def attempt(job: Job) -> AbstractContextManager[None]:
     An exception that escapes the block is recorded on the span. The span is
     not ended here: `finished` ends it with the outcome, or `forget` without.
     """
-    if not ENABLED or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    if not ENABLED or not _configured():
         return _NOTHING  # no provider configured: every span would be a no-op
     return _attempt(job)
+
+
+def _configured() -> bool:
+    """Whether the project has set a tracer provider. Once set it stays (the
+    API refuses a second); until then it is asked at most once a second, as
+    asking reads the environment."""
+    global _provider_set, _asked_at
+    if _provider_set:
+        return True
+    now = time.monotonic()
+    if now - _asked_at < 1.0:
+        return False
+    _asked_at = now
+    _provider_set = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _provider_set
+
+
+_provider_set = False
+_asked_at = -1.0
 
 
 @contextlib.contextmanager

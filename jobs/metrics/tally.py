@@ -143,12 +143,19 @@ class Tally:
 
 def runner_gauges(runner: str, running: int, free: int) -> None:
     """A runner's slots as its pass left them."""
-    instruments.running.labels(runner).set(running)
-    instruments.slots_free.labels(runner).set(free)
+    children = _runner_children.get(runner)
+    if children is None:
+        children = _runner_children[runner] = (
+            instruments.running.labels(runner),
+            instruments.slots_free.labels(runner),
+        )
+    children[0].set(running)
+    children[1].set(free)
 
 
 def forget_runner(runner: str) -> None:
     """A runner stopped: its gauges go with it."""
+    _runner_children.pop(runner, None)
     for gauge in (instruments.running, instruments.slots_free):
         with contextlib.suppress(KeyError):
             gauge.remove(runner)
@@ -197,6 +204,9 @@ def _take(notes: collections.deque[Any]) -> list[Any]:
         pass
     return taken
 
+
+#: Each runner's two gauge children, looked up once (the lookup takes a lock).
+_runner_children: dict[str, tuple[Any, Any]] = {}
 
 #: The one tally of this process: every runner in it notes into it and
 #: flushes it; `jobs.observers` notes into it from the settle paths.
