@@ -53,7 +53,7 @@ def _count_enqueued(rows: Sequence[Any]) -> None:
 
 def finished(job: Any, outcome: str, now: datetime) -> None:
     """The attempt `job` describes settled at `now` as `outcome`, committed."""
-    tally.finished(job, outcome, now)
+    tally.finished((job,), outcome, now)
     tracing.finished(job, outcome)
     signals.send(signals.job_finished, job.kind, job=job, attempt=job.attempts, outcome=outcome)
 
@@ -74,13 +74,13 @@ def finished_on_commit(
 
 
 def _attempt_ended(job: Any, outcome: str, now: datetime) -> None:
-    tally.finished(job, outcome, now)
+    tally.finished((job,), outcome, now)
     tracing.finished(job, outcome)
 
 
 def all_done(jobs: list[Any], now: datetime) -> None:
     """The attempts of `jobs`, a batch settled together, ended `done` at `now`."""
-    tally.all_done(jobs, now)
+    tally.finished(jobs, "done", now)
     tracing.all_finished(jobs, "done")
     if signals.job_finished.receivers:  # anyone, for any kind: ask per job
         for job in jobs:

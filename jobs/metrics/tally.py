@@ -1,15 +1,16 @@
-"""Recording the runner's metrics a pass at a time.
+"""Recording the runner's metrics off its loop.
 
 A runner settles thousands of attempts a second; one Prometheus update per
 job (a lock, a label lookup, and under a supervisor a write to a mapped
-file, for each of four metrics) would be a cost of its own. So what happens
-is noted as plain tuples (an append, from any thread), and `flush` applies
-them together: one counter increment per kind and queue, one histogram
-update per label and bucket, whatever the number of jobs. The runner's loop
-flushes at the end of a pass, at most every `FLUSH_EVERY_SECONDS`, and when
-it goes idle (`jobs.runner.producer`), so a scrape sees counts at most a
-fraction of a second old; outside a runner (a web process cancelling a
-running job) each note is applied at once.
+file, for each of four metrics) would be a cost of its own, paid on the
+loop thread that every claim waits for. So the loop notes a pass's starts,
+and a batch's settles, as one entry (the pass's list of jobs and its clock:
+an append), and `flush` applies them together: one counter increment per
+kind and queue, one histogram update per label and bucket, whatever the
+number of jobs. While a runner holds the tally, a thread of its own flushes
+every `FLUSH_EVERY_SECONDS`, so a scrape sees counts a fraction of a second
+old; with none (a web process cancelling a running job) each note is
+applied as it is made.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import bisect
 import collections
 import contextlib
 import threading
-import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -36,100 +36,95 @@ class _Job(Protocol):
     started_at: datetime | None
 
 
-#: The most often a busy runner applies its notes (`Tally.flush_if_due`); an
-#: idle one applies them as it goes idle.
+#: How often the tally's thread applies the notes while a runner holds it.
 FLUSH_EVERY_SECONDS = 0.25
 
-#: (kind, queue, outcome, seconds the attempt took, or None when none ran).
-Finished = tuple[str, str, str, float | None]
+#: A note: the jobs, the instant, and the outcome their attempts settled
+#: as (None for attempts that started).
+Note = tuple[Sequence[_Job], datetime, str | None]
 
 
 class Tally:
     """The notes of one process's runners, waiting for the next `flush`."""
 
     def __init__(self) -> None:
-        self._started: collections.deque[tuple[str, str, float]] = collections.deque()
-        self._finished: collections.deque[Finished] = collections.deque()
+        self._notes: collections.deque[Note] = collections.deque()
         self._lock = threading.Lock()
-        #: How many runners of this process flush per pass: while none does,
-        #: a note is applied as it is made.
-        self._flushers = 0
-        self._flushed_at = 0.0
+        #: How many runners hold the tally: while none does, a note is
+        #: applied as it is made.
+        self._holders = 0
+        self._stop = threading.Event()
+        self._stop.set()  # no thread yet
+        self._flusher: threading.Thread | None = None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     def hold(self) -> None:
-        """A runner starts flushing once per pass."""
+        """A runner starts: its notes wait for the tally's thread."""
         with self._lock:
-            self._flushers += 1
+            self._holders += 1
+            if self._stop.is_set():
+                # A thread told to stop may not have yet: the new one has its own event.
+                self._stop = threading.Event()
+                self._flusher = threading.Thread(
+                    target=self._flush_every, args=(self._stop,), name="jobs-metrics", daemon=True
+                )
+                self._flusher.start()
 
     def release(self) -> None:
-        """A runner stops flushing: apply what it left."""
+        """A runner stops: what it noted is applied now."""
         with self._lock:
-            self._flushers = max(0, self._flushers - 1)
+            self._holders = max(0, self._holders - 1)
+            if not self._holders:
+                self._stop.set()
         self.flush()
+
+    def _flush_every(self, stop: threading.Event) -> None:
+        while not stop.wait(FLUSH_EVERY_SECONDS):
+            self.flush()
 
     # -- notes, from any thread ------------------------------------------------
 
-    def started(self, jobs: Iterable[_Job], now: datetime) -> None:
-        """The attempts of `jobs` were claimed at `now`."""
-        self._started.extend(
-            (job.kind, job.queue, (now - max(job.run_at, job.created_at)).total_seconds())
-            for job in jobs
-        )
-        self._unless_held()
+    def started(self, jobs: Sequence[_Job], now: datetime) -> None:
+        """The attempts of `jobs` were claimed at `now` (`jobs` is not changed after)."""
+        self._note((jobs, now, None))
 
-    def finished(self, job: _Job, outcome: str, now: datetime, *, ran: bool = True) -> None:
-        """An attempt of `job` settled at `now` as `outcome`; `ran` False for
-        a cancel that found no attempt running (counted, with no duration)."""
-        seconds = _since(job.started_at, now) if ran else None
-        self._finished.append((job.kind, job.queue, outcome, seconds))
-        self._unless_held()
+    def finished(self, jobs: Sequence[_Job], outcome: str, now: datetime) -> None:
+        """The attempts of `jobs` settled at `now` as `outcome`."""
+        self._note((jobs, now, outcome))
 
-    def all_done(self, jobs: Iterable[_Job], now: datetime) -> None:
-        """The attempts of `jobs`, a batch, settled `done` at `now`."""
-        self._finished.extend(
-            (job.kind, job.queue, "done", _since(job.started_at, now)) for job in jobs
-        )
-        self._unless_held()
-
-    def _unless_held(self) -> None:
-        if not self._flushers:
+    def _note(self, note: Note) -> None:
+        self._notes.append(note)
+        if not self._holders:
             self.flush()
 
     # -- applying them ---------------------------------------------------------
 
-    def flush_if_due(self) -> None:
-        """`flush`, unless the last was less than `FLUSH_EVERY_SECONDS` ago: a
-        busy runner's passes come thousands a second, its scrapes every 15."""
-        if time.monotonic() - self._flushed_at >= FLUSH_EVERY_SECONDS:
-            self.flush()
-
     def flush(self) -> None:
         """Apply every note made so far, a few updates for the lot."""
-        self._flushed_at = time.monotonic()
-        started = _take(self._started)
-        finished = _take(self._finished)
-        if started:
-            counts: dict[tuple[str, str], int] = {}
-            waits: dict[str, list[float]] = {}
-            for kind, queue, waited in started:
-                counts[kind, queue] = counts.get((kind, queue), 0) + 1
-                waits.setdefault(queue, []).append(waited if waited > 0.0 else 0.0)
-            for labels, n in counts.items():
-                self._child(instruments.attempts_started, labels).inc(n)
-            for queue, values in waits.items():
-                observe_many(self._child(instruments.wait, (queue,)), values)
-        if finished:
-            outcomes: dict[tuple[str, str, str], int] = {}
-            durations: dict[str, list[float]] = {}
-            for kind, queue, outcome, seconds in finished:
-                outcomes[kind, queue, outcome] = outcomes.get((kind, queue, outcome), 0) + 1
-                if seconds is not None:
-                    durations.setdefault(kind, []).append(seconds)
-            for key, n in outcomes.items():
-                self._child(instruments.attempts_finished, key).inc(n)
-            for kind, values in durations.items():
-                observe_many(self._child(instruments.attempt_duration, (kind,)), values)
+        started: dict[tuple[str, str], int] = {}
+        waits: dict[str, list[float]] = {}
+        outcomes: dict[tuple[str, str, str], int] = {}
+        durations: dict[str, list[float]] = {}
+        for jobs, now, outcome in _take(self._notes):
+            if outcome is None:
+                for job in jobs:
+                    key = (job.kind, job.queue)
+                    started[key] = started.get(key, 0) + 1
+                    due = job.run_at if job.run_at > job.created_at else job.created_at
+                    waits.setdefault(job.queue, []).append(_seconds(now, due))
+                continue
+            for job in jobs:
+                labels = (job.kind, job.queue, outcome)
+                outcomes[labels] = outcomes.get(labels, 0) + 1
+                durations.setdefault(job.kind, []).append(_seconds(now, job.started_at))
+        for key, n in started.items():
+            self._child(instruments.attempts_started, key).inc(n)
+        for queue, values in waits.items():
+            observe_many(self._child(instruments.wait, (queue,)), values)
+        for labels, n in outcomes.items():
+            self._child(instruments.attempts_finished, labels).inc(n)
+        for kind, values in durations.items():
+            observe_many(self._child(instruments.attempt_duration, (kind,)), values)
 
     def _child(self, metric: Counter | Histogram, labels: tuple[str, ...]) -> Any:
         """`metric.labels(*labels)`, kept: counters' and histograms' children
@@ -142,20 +137,23 @@ class Tally:
 
 
 def runner_gauges(runner: str, running: int, free: int) -> None:
-    """A runner's slots as its pass left them."""
-    children = _runner_children.get(runner)
-    if children is None:
-        children = _runner_children[runner] = (
+    """A runner's slots as its pass left them (written only when they change)."""
+    kept = _runner_gauges.get(runner)
+    if kept is None:
+        kept = _runner_gauges[runner] = [
             instruments.running.labels(runner),
             instruments.slots_free.labels(runner),
-        )
-    children[0].set(running)
-    children[1].set(free)
+            None,
+        ]
+    if kept[2] != (running, free):
+        kept[0].set(running)
+        kept[1].set(free)
+        kept[2] = (running, free)
 
 
 def forget_runner(runner: str) -> None:
     """A runner stopped: its gauges go with it."""
-    _runner_children.pop(runner, None)
+    _runner_gauges.pop(runner, None)
     for gauge in (instruments.running, instruments.slots_free):
         with contextlib.suppress(KeyError):
             gauge.remove(runner)
@@ -177,10 +175,6 @@ def observe_many(child: Any, values: list[float]) -> None:
         for value in values:
             child.observe(value)
         return
-    if len(values) == 1:
-        total.inc(values[0])
-        buckets[bisect.bisect_left(bounds, values[0])].inc(1)
-        return
     per_bucket: dict[int, int] = {}
     for value in values:
         index = bisect.bisect_left(bounds, value)
@@ -190,11 +184,12 @@ def observe_many(child: Any, values: list[float]) -> None:
         buckets[index].inc(n)
 
 
-def _since(started_at: datetime | None, now: datetime) -> float:
-    return 0.0 if started_at is None else max(0.0, (now - started_at).total_seconds())
+def _seconds(now: datetime, since: datetime | None) -> float:
+    """Seconds from `since` to `now`, never negative (0 when there is no `since`)."""
+    return 0.0 if since is None or since >= now else (now - since).total_seconds()
 
 
-def _take(notes: collections.deque[Any]) -> list[Any]:
+def _take(notes: collections.deque[Note]) -> list[Note]:
     """Pop what `notes` holds now (others may append meanwhile: those wait)."""
     taken = []
     try:
@@ -205,9 +200,10 @@ def _take(notes: collections.deque[Any]) -> list[Any]:
     return taken
 
 
-#: Each runner's two gauge children, looked up once (the lookup takes a lock).
-_runner_children: dict[str, tuple[Any, Any]] = {}
+#: Each runner's two gauge children, looked up once (the lookup takes a
+#: lock), and the values last written.
+_runner_gauges: dict[str, list[Any]] = {}
 
-#: The one tally of this process: every runner in it notes into it and
-#: flushes it; `jobs.observers` notes into it from the settle paths.
+#: The one tally of this process: every runner in it holds it while it runs;
+#: `jobs.observers` notes into it from the settle paths.
 tally = Tally()

@@ -335,9 +335,7 @@ class Runner:
         return len(claims), free
 
     def _measured(self, held: int, share: int) -> None:
-        """Apply the metrics noted so far when due (`jobs.metrics.tally`), and
-        this runner's slots as the pass left them."""
-        tally.flush_if_due()
+        """This runner's slots as the pass left them (`jobs.metrics.tally`)."""
         runner_gauges(self.presence.name, held, max(0, share - held))
 
     def in_flight(self) -> list[Attempt]:
@@ -378,8 +376,6 @@ class Runner:
         """
         if self.slots.stop_gathering():
             return  # attempts finished while the pass ran: settle them now
-        if not self.slots.taken():
-            tally.flush()  # going quiet: what the last passes noted, applied now
         waited = 0.0
         while not self.stopping.is_set():
             remaining = self._current.poll_interval.total_seconds() - waited

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from jobs import Done, Failed, JobSpec, Retry, enqueue, enqueue_many, operations
 from jobs.metrics import instruments
+from jobs.metrics import tally as tally_module
 from jobs.metrics.tally import Tally, observe_many
 from jobs.models import Job, State
 from jobs.registry import Registry
@@ -192,12 +193,13 @@ def test_a_pass_s_observations_land_in_the_buckets_one_by_one_observes_would():
     assert samples(batched) == samples(one_by_one)
 
 
-def test_notes_wait_for_the_runner_s_flush_while_a_runner_holds_the_tally():
+def test_notes_wait_for_the_tally_s_flush_while_a_runner_holds_it(monkeypatch):
+    monkeypatch.setattr(tally_module, "FLUSH_EVERY_SECONDS", 3600)
     tally = Tally()
     job = Job(kind="metrics.held", queue="q", run_at=T0, created_at=T0, started_at=T0)
     before = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
     tally.hold()
-    tally.all_done([job, job], T0 + timedelta(seconds=1))
+    tally.finished([job, job], "done", T0 + timedelta(seconds=1))
     held = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
     tally.release()
     after = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
