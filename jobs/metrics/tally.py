@@ -18,9 +18,12 @@ from __future__ import annotations
 import bisect
 import collections
 import contextlib
+import functools
+import itertools
+import operator
 import threading
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from prometheus_client import Counter, Histogram
@@ -100,31 +103,31 @@ class Tally:
     # -- applying them ---------------------------------------------------------
 
     def flush(self) -> None:
-        """Apply every note made so far, a few updates for the lot."""
-        started: dict[tuple[str, str], int] = {}
-        waits: dict[str, list[float]] = {}
-        outcomes: dict[tuple[str, str, str], int] = {}
-        durations: dict[str, list[float]] = {}
+        """Apply every note made so far, a few updates for the lot.
+
+        The notes are joined first, per outcome, so that the arithmetic is
+        mapped in C over every job since the last flush, not a pass's eight.
+        """
+        joined: dict[str | None, tuple[list[_Job], list[datetime]]] = {}
         for jobs, now, outcome in _take(self._notes):
+            into, nows = joined.setdefault(outcome, ([], []))
+            into.extend(jobs)
+            nows.extend(itertools.repeat(now, len(jobs)))
+        for outcome, (jobs, nows) in joined.items():
+            labels = collections.Counter(map(_kind_and_queue, jobs))
             if outcome is None:
-                for job in jobs:
-                    key = (job.kind, job.queue)
-                    started[key] = started.get(key, 0) + 1
-                    due = job.run_at if job.run_at > job.created_at else job.created_at
-                    waits.setdefault(job.queue, []).append(_seconds(now, due))
-                continue
-            for job in jobs:
-                labels = (job.kind, job.queue, outcome)
-                outcomes[labels] = outcomes.get(labels, 0) + 1
-                durations.setdefault(job.kind, []).append(_seconds(now, job.started_at))
-        for key, n in started.items():
-            self._child(instruments.attempts_started, key).inc(n)
-        for queue, values in waits.items():
-            observe_many(self._child(instruments.wait, (queue,)), values)
-        for labels, n in outcomes.items():
-            self._child(instruments.attempts_finished, labels).inc(n)
-        for kind, values in durations.items():
-            observe_many(self._child(instruments.attempt_duration, (kind,)), values)
+                for key, n in labels.items():
+                    self._child(instruments.attempts_started, key).inc(n)
+                dues = map(max, map(_run_at, jobs), map(_created_at, jobs))
+                spread = _spread(labels, 1, jobs, _elapsed(nows, dues))
+                histogram = instruments.wait
+            else:
+                for (kind, queue), n in labels.items():
+                    self._child(instruments.attempts_finished, (kind, queue, outcome)).inc(n)
+                spread = _spread(labels, 0, jobs, _elapsed(nows, map(_started_at, jobs)))
+                histogram = instruments.attempt_duration
+            for label, values in spread.items():
+                observe_many(self._child(histogram, (label,)), values)
 
     def _child(self, metric: Counter | Histogram, labels: tuple[str, ...]) -> Any:
         """`metric.labels(*labels)`, kept: counters' and histograms' children
@@ -175,18 +178,43 @@ def observe_many(child: Any, values: list[float]) -> None:
         for value in values:
             child.observe(value)
         return
-    per_bucket: dict[int, int] = {}
-    for value in values:
-        index = bisect.bisect_left(bounds, value)
-        per_bucket[index] = per_bucket.get(index, 0) + 1
+    per_bucket = collections.Counter(map(functools.partial(bisect.bisect_left, bounds), values))
     total.inc(sum(values))
     for index, n in per_bucket.items():
         buckets[index].inc(n)
 
 
-def _seconds(now: datetime, since: datetime | None) -> float:
-    """Seconds from `since` to `now`, never negative (0 when there is no `since`)."""
-    return 0.0 if since is None or since >= now else (now - since).total_seconds()
+_kind_and_queue = operator.attrgetter("kind", "queue")
+_run_at = operator.attrgetter("run_at")
+_created_at = operator.attrgetter("created_at")
+_started_at = operator.attrgetter("started_at")
+
+
+def _elapsed(nows: list[datetime], since: Iterable[datetime | None]) -> list[float]:
+    """Seconds from each of `since` to its instant in `nows`, never negative
+    (0 for None), mapped in C: this arithmetic is most of what a flush does."""
+    moments = list(since)
+    if None in moments:
+        moments = [now if m is None else m for now, m in zip(nows, moments, strict=True)]
+    seconds = map(_total_seconds, map(operator.sub, nows, moments))
+    return list(map(max, seconds, itertools.repeat(0.0)))
+
+
+_total_seconds = timedelta.total_seconds
+
+
+def _spread(
+    labels: collections.Counter[tuple[str, str]], by: int, jobs: list[_Job], values: list[float]
+) -> dict[str, list[float]]:
+    """`values` (one per job of `jobs`) by each job's kind (`by` 0) or queue
+    (`by` 1); when every job has one kind and queue, the usual case, at once."""
+    if len(labels) == 1:
+        [key] = labels
+        return {key[by]: values}
+    spread: dict[str, list[float]] = {}
+    for labels_of_job, value in zip(map(_kind_and_queue, jobs), values, strict=True):
+        spread.setdefault(labels_of_job[by], []).append(value)
+    return spread
 
 
 def _take(notes: collections.deque[Note]) -> list[Note]:
