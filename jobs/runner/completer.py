@@ -221,9 +221,10 @@ class Completer:
         the handlers that listen (`JobHandler.completed`), and log each settled
         `Done` and each that lost its row to a newer claim."""
         self.slots.settled(batch.attempts)
-        observers.all_done(
-            [attempt.job for attempt in batch.attempts if attempt.job.id in won], now
-        )
+        if len(won) == len(batch):  # the usual case: no UUID hashed (in Python) per job
+            observers.all_done([attempt.job for attempt in batch.attempts], now)
+        else:
+            observers.all_done([a.job for a in batch.attempts if a.job.id in won], now)
         listening = [i for i, attempt in enumerate(batch.attempts) if attempt.handler.listens]
         if listening:
             tell_completed(batch, listening, won, now)
