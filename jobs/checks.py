@@ -13,19 +13,23 @@ check calls: without the app, nothing in this module is ever imported),
 `jobs.E007` a schedule that cannot work (`JOBS_SCHEDULES` or a handler's
 `schedule`: a bad expression or zone, an unknown kind or task, both or
 neither of `cron` and `every`), one error per schedule, naming it; `runjobs`
-refuses to start with the same sentences.
+refuses to start with the same sentences; `jobs.E008` a `JOBS_METRICS_TOKEN`
+that is not a string, or shorter than `METRICS_TOKEN_MIN_LENGTH` (a token
+that short can be guessed, and the metrics view would then be open to it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
 from jobs import config
 from jobs.drivers import MissingDriver
+from jobs.metrics.views import METRICS_TOKEN_MIN_LENGTH
 from jobs.models import JobsConfig
 from jobs.registry import registry
 from jobs.schedules import plan
@@ -86,6 +90,23 @@ def check_config_row(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessag
                 )
             )
     return found
+
+
+@checks.register(checks.Tags.security)
+def check_metrics_token(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    token = getattr(settings, "JOBS_METRICS_TOKEN", "")
+    if token == "" or token is None:
+        return []  # no token: only users with jobs.view_job read the metrics
+    if not isinstance(token, str) or len(token) < METRICS_TOKEN_MIN_LENGTH:
+        return [
+            checks.Error(
+                f"JOBS_METRICS_TOKEN must be a string of at least {METRICS_TOKEN_MIN_LENGTH} "
+                f"characters, not {type(token).__name__} of length {len(str(token))}.",
+                hint="Generate one: python -c 'import secrets; print(secrets.token_urlsafe())'",
+                id="jobs.E008",
+            )
+        ]
+    return []
 
 
 @checks.register()

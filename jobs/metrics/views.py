@@ -4,7 +4,8 @@
     urlpatterns = [path("jobs/metrics", metrics)]
 
 Never open: a request passes with `Authorization: Bearer <token>` matching
-`settings.JOBS_METRICS_TOKEN` (Prometheus's `authorization` scrape setting
+`settings.JOBS_METRICS_TOKEN` (a string of 16 characters or more: a shorter
+one is refused, and check jobs.E008 says so; Prometheus's `authorization` scrape setting
 sends it), or from a signed-in user with the `jobs.view_job` permission (an
 operator looking from the admin's session). Anything else is refused: 401
 for no credentials or a wrong token, 403 for a user without the permission.
@@ -29,6 +30,8 @@ from jobs.metrics.database import TableCollector
 
 #: The permission that lets a signed-in user read the metrics.
 PERMISSION = "jobs.view_job"
+#: The shortest `JOBS_METRICS_TOKEN` accepted (check jobs.E008 reports a shorter one).
+METRICS_TOKEN_MIN_LENGTH = 16
 
 
 @require_GET
@@ -45,8 +48,9 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     """None when `request` may read the metrics, else the response refusing it."""
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer":
-        token = getattr(settings, "JOBS_METRICS_TOKEN", "") or ""
-        if token and hmac.compare_digest(credentials.strip().encode(), str(token).encode()):
+        token = getattr(settings, "JOBS_METRICS_TOKEN", None)
+        usable = isinstance(token, str) and len(token) >= METRICS_TOKEN_MIN_LENGTH
+        if usable and hmac.compare_digest(credentials.strip().encode(), str(token).encode()):
             return None
         return _unauthorized("invalid_token")
     user = getattr(request, "user", None)

@@ -14,8 +14,9 @@ from django.db.utils import ConnectionHandler
 import jobs.checks
 import jobs.store
 from jobs import config
-from jobs.checks import check_databases, check_settings
+from jobs.checks import check_databases, check_metrics_token, check_settings
 from jobs.config import JobsSettings, from_mapping
+from jobs.metrics.views import METRICS_TOKEN_MIN_LENGTH
 
 #: The seed's `[jobs]` defaults, as the original config documents them.
 SEED_DEFAULTS = {
@@ -248,3 +249,16 @@ def test_the_database_check_accepts_mysql_and_reports_an_unsupported_vendor_as_e
     errors = [error for error in check_databases(None) if error.id == "jobs.E002"]
     assert len(errors) == 1, "only the database without a store is reported"
     assert "'legacy'" in errors[0].msg, "the error names the unsupported database"
+
+
+@pytest.mark.parametrize("token", ["short", 12345678901234567890, b"0123456789abcdefghij"])
+def test_a_metrics_token_that_is_short_or_not_a_string_is_reported_as_e008(settings, token):
+    """The metrics view would be open to anyone who guessed it."""
+    settings.JOBS_METRICS_TOKEN = token
+    assert [error.id for error in check_metrics_token(None)] == ["jobs.E008"]
+
+
+@pytest.mark.parametrize("token", ["", None, "x" * METRICS_TOKEN_MIN_LENGTH])
+def test_no_metrics_token_or_a_long_one_passes_the_check(settings, token):
+    settings.JOBS_METRICS_TOKEN = token
+    assert check_metrics_token(None) == []

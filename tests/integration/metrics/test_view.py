@@ -115,6 +115,11 @@ def test_a_paused_queue_s_waiting_jobs_are_not_its_lag(client, token):
     assert values["jobs_queue_lag_seconds", (("queue", "mail"),)] == 0
 
 
+def test_a_token_shorter_than_the_minimum_is_refused_even_when_it_matches(client, settings):
+    settings.JOBS_METRICS_TOKEN = "short"
+    assert client.get(URL, headers={"Authorization": "Bearer short"}).status_code == 401
+
+
 def test_anything_but_get_is_refused(client, token):
     response = client.post(URL, headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 405
