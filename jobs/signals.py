@@ -25,6 +25,7 @@ attempt and the settle go on as if it had not been called.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.db import transaction
@@ -32,10 +33,38 @@ from django.dispatch import Signal
 
 from jobs import log
 
-job_enqueued = Signal()
-job_started = Signal()
-job_finished = Signal()
-job_abandoned = Signal()
+
+class KindSignal(Signal):
+    """A signal whose sender is a job's kind, a string.
+
+    Django matches a receiver's `sender` by identity (`id()`), and a kind read
+    from a row is never the same string object as the literal a project
+    connected with: both sides use the interned string instead, so
+    `sender="orders.relay"` hears every job of that kind.
+    """
+
+    def connect(
+        self, receiver: Any, sender: Any = None, weak: bool = True, dispatch_uid: Any = None
+    ) -> None:
+        super().connect(receiver, _interned(sender), weak, dispatch_uid)
+
+    def disconnect(
+        self, receiver: Any = None, sender: Any = None, dispatch_uid: Any = None
+    ) -> bool:
+        return super().disconnect(receiver, _interned(sender), dispatch_uid)
+
+    def has_listeners(self, sender: Any = None) -> bool:
+        return super().has_listeners(_interned(sender))
+
+
+def _interned(sender: Any) -> Any:
+    return sys.intern(sender) if type(sender) is str else sender
+
+
+job_enqueued = KindSignal()
+job_started = KindSignal()
+job_finished = KindSignal()
+job_abandoned = KindSignal()
 
 #: What `job_finished` says an attempt came to.
 OUTCOMES = ("done", "retry", "failed", "timed_out", "cancelled", "released")
@@ -44,6 +73,7 @@ OUTCOMES = ("done", "retry", "failed", "timed_out", "cancelled", "released")
 def send(signal: Signal, kind: str, **arguments: Any) -> None:
     """Send `signal` for a job of `kind` now, if anyone listens; a receiver
     that raises is logged, never raised."""
+    kind = _interned(kind)
     if not signal.has_listeners(kind):
         return
     for receiver, answer in signal.send_robust(sender=kind, **arguments):

@@ -183,3 +183,21 @@ def test_a_receiver_for_one_kind_hears_only_that_kind(registry: Registry):
         signals.job_enqueued.disconnect(only, sender="test.one")
     assert heard == ["yes"]
     assert not signals.job_enqueued.has_listeners("test.one"), "nothing left connected"
+
+
+def test_a_receiver_for_one_kind_hears_its_done_attempts_settled_in_a_batch(
+    registry: Registry, make_runner
+):
+    install(registry, Scripted)
+    outcomes: list[str] = []
+
+    def only(sender: str, **arguments: Any) -> None:
+        outcomes.append(arguments["outcome"])
+
+    signals.job_finished.connect(only, sender=Scripted.kind)
+    try:
+        assert enqueue(JobSpec.now(Scripted.kind, "done"))
+        make_runner(registry=registry).drain()
+    finally:
+        signals.job_finished.disconnect(only, sender=Scripted.kind)
+    assert outcomes == ["done"]
