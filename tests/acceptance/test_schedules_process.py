@@ -201,6 +201,7 @@ def test_a_runner_killed_mid_occurrence_neither_loses_the_schedule_nor_runs_its_
     )
     assert "job_reclaimed" in survivor.output()
     assert reclaim.pid == survivor.pid, "the surviving runner ran attempt 2"
+    reclaim.refresh_from_db()  # read when it started: it may not have finished then
     assert reclaim.finished_at is not None, "to its end"
     assert occurrences("crashy").filter(run_at=crashed.run_at).count() == 1, (
         "its fire time is one occurrence row"
