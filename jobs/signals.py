@@ -73,8 +73,8 @@ OUTCOMES = ("done", "retry", "failed", "timed_out", "cancelled", "released")
 def send(signal: Signal, kind: str, **arguments: Any) -> None:
     """Send `signal` for a job of `kind` now, if anyone listens; a receiver
     that raises is logged, never raised."""
-    kind = _interned(kind)
-    if not signal.has_listeners(kind):
+    kind = sys.intern(kind)  # as the receivers' (`KindSignal`), without its frames
+    if not Signal.has_listeners(signal, kind):
         return
     for receiver, answer in signal.send_robust(sender=kind, **arguments):
         if isinstance(answer, Exception):

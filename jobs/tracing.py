@@ -80,9 +80,16 @@ def attempt(job: Job) -> AbstractContextManager[None]:
     An exception that escapes the block is recorded on the span. The span is
     not ended here: `finished` ends it with the outcome, or `forget` without.
     """
-    if not ENABLED or not _configured():
+    if not active():
         return _NOTHING  # no provider configured: every span would be a no-op
     return _attempt(job)
+
+
+def active() -> bool:
+    """Whether an attempt gets a span: OpenTelemetry is installed and the
+    project has configured a tracer provider. A caller on the hot path asks
+    this first and skips `attempt`'s context manager when it is False."""
+    return ENABLED and _configured()
 
 
 def _configured() -> bool:
