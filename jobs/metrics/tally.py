@@ -42,9 +42,12 @@ class _Job(Protocol):
 #: How often the tally's thread applies the notes while a runner holds it.
 FLUSH_EVERY_SECONDS = 0.25
 
-#: A note: the jobs, the instant, and the outcome their attempts settled
-#: as (None for attempts that started).
-Note = tuple[Sequence[_Job], datetime, str | None]
+#: A note: each job's (kind, queue), the moment its wait or its attempt
+#: began, the instant of the note, and the outcome its attempts settled as
+#: (None for attempts that started). Only these are kept, never the jobs:
+#: holding a quarter second's rows (their payloads, their dicts) until the
+#: flush made every garbage collection meanwhile walk them.
+Note = tuple[list[tuple[str, str]], list[datetime | None], datetime, str | None]
 
 
 class Tally:
@@ -88,12 +91,13 @@ class Tally:
     # -- notes, from any thread ------------------------------------------------
 
     def started(self, jobs: Sequence[_Job], now: datetime) -> None:
-        """The attempts of `jobs` were claimed at `now` (`jobs` is not changed after)."""
-        self._note((jobs, now, None))
+        """The attempts of `jobs` were claimed at `now`."""
+        dues = list(map(max, map(_run_at, jobs), map(_created_at, jobs)))
+        self._note((list(map(_kind_and_queue, jobs)), dues, now, None))
 
     def finished(self, jobs: Sequence[_Job], outcome: str, now: datetime) -> None:
         """The attempts of `jobs` settled at `now` as `outcome`."""
-        self._note((jobs, now, outcome))
+        self._note((list(map(_kind_and_queue, jobs)), list(map(_started_at, jobs)), now, outcome))
 
     def _note(self, note: Note) -> None:
         self._notes.append(note)
@@ -108,24 +112,23 @@ class Tally:
         The notes are joined first, per outcome, so that the arithmetic is
         mapped in C over every job since the last flush, not a pass's eight.
         """
-        joined: dict[str | None, tuple[list[_Job], list[datetime]]] = {}
-        for jobs, now, outcome in _take(self._notes):
-            into, nows = joined.setdefault(outcome, ([], []))
-            into.extend(jobs)
-            nows.extend(itertools.repeat(now, len(jobs)))
-        for outcome, (jobs, nows) in joined.items():
-            labels = collections.Counter(map(_kind_and_queue, jobs))
+        joined: dict[str | None, tuple[list[tuple[str, str]], list[Any], list[datetime]]] = {}
+        for labels_of_jobs, moments, now, outcome in _take(self._notes):
+            into, since, nows = joined.setdefault(outcome, ([], [], []))
+            into.extend(labels_of_jobs)
+            since.extend(moments)
+            nows.extend(itertools.repeat(now, len(moments)))
+        for outcome, (labels_of_jobs, since, nows) in joined.items():
+            labels = collections.Counter(labels_of_jobs)
             if outcome is None:
                 for key, n in labels.items():
                     self._child(instruments.attempts_started, key).inc(n)
-                dues = map(max, map(_run_at, jobs), map(_created_at, jobs))
-                spread = _spread(labels, 1, jobs, _elapsed(nows, dues))
-                histogram = instruments.wait
+                histogram, by = instruments.wait, 1
             else:
                 for (kind, queue), n in labels.items():
                     self._child(instruments.attempts_finished, (kind, queue, outcome)).inc(n)
-                spread = _spread(labels, 0, jobs, _elapsed(nows, map(_started_at, jobs)))
-                histogram = instruments.attempt_duration
+                histogram, by = instruments.attempt_duration, 0
+            spread = _spread(labels, by, labels_of_jobs, _elapsed(nows, since))
             for label, values in spread.items():
                 observe_many(self._child(histogram, (label,)), values)
 
@@ -204,15 +207,18 @@ _total_seconds = timedelta.total_seconds
 
 
 def _spread(
-    labels: collections.Counter[tuple[str, str]], by: int, jobs: list[_Job], values: list[float]
+    labels: collections.Counter[tuple[str, str]],
+    by: int,
+    labels_of_jobs: list[tuple[str, str]],
+    values: list[float],
 ) -> dict[str, list[float]]:
-    """`values` (one per job of `jobs`) by each job's kind (`by` 0) or queue
-    (`by` 1); when every job has one kind and queue, the usual case, at once."""
+    """`values` (one per job) by each job's kind (`by` 0) or queue (`by` 1);
+    when every job has one kind and queue, the usual case, at once."""
     if len(labels) == 1:
         [key] = labels
         return {key[by]: values}
     spread: dict[str, list[float]] = {}
-    for labels_of_job, value in zip(map(_kind_and_queue, jobs), values, strict=True):
+    for labels_of_job, value in zip(labels_of_jobs, values, strict=True):
         spread.setdefault(labels_of_job[by], []).append(value)
     return spread
 
