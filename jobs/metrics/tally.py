@@ -20,14 +20,18 @@ import collections
 import contextlib
 import functools
 import itertools
+import logging
 import operator
 import threading
-from collections.abc import Iterable, Sequence
+import traceback
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from django.utils import timezone
 from prometheus_client import Counter, Histogram
 
+from jobs import log
 from jobs.metrics import instruments
 
 
@@ -47,7 +51,11 @@ FLUSH_EVERY_SECONDS = 0.25
 #: (None for attempts that started). Only these are kept, never the jobs:
 #: holding a quarter second's rows (their payloads, their dicts) until the
 #: flush made every garbage collection meanwhile walk them.
-Note = tuple[list[tuple[str, str]], list[datetime | None], datetime, str | None]
+#: For attempts that started, a second list: each job's `created_at`, of which
+#: and its `run_at` the later is when it was due.
+Note = tuple[
+    list[tuple[str, str]], list[datetime | None], list[datetime] | None, datetime, str | None
+]
 
 
 class Tally:
@@ -92,12 +100,13 @@ class Tally:
 
     def started(self, jobs: Sequence[_Job], now: datetime) -> None:
         """The attempts of `jobs` were claimed at `now`."""
-        dues = list(map(max, map(_run_at, jobs), map(_created_at, jobs)))
-        self._note((list(map(_kind_and_queue, jobs)), dues, now, None))
+        labels, run_ats = list(map(_kind_and_queue, jobs)), list(map(_run_at, jobs))
+        self._note((labels, run_ats, list(map(_created_at, jobs)), now, None))
 
     def finished(self, jobs: Sequence[_Job], outcome: str, now: datetime) -> None:
         """The attempts of `jobs` settled at `now` as `outcome`."""
-        self._note((list(map(_kind_and_queue, jobs)), list(map(_started_at, jobs)), now, outcome))
+        labels, started_ats = list(map(_kind_and_queue, jobs)), list(map(_started_at, jobs))
+        self._note((labels, started_ats, None, now, outcome))
 
     def _note(self, note: Note) -> None:
         self._notes.append(note)
@@ -107,16 +116,30 @@ class Tally:
     # -- applying them ---------------------------------------------------------
 
     def flush(self) -> None:
+        """Apply every note made so far; a failure is logged, never raised:
+        metrics must not break the pass, the settle or the enqueue that noted."""
+        try:
+            self._apply()
+        except Exception as error:
+            log.event(
+                "metrics_flush_failed",
+                logging.ERROR,
+                outcome="failure",
+                error=repr(error),
+                traceback=traceback.format_exc(),
+            )
+
+    def _apply(self) -> None:
         """Apply every note made so far, a few updates for the lot.
 
         The notes are joined first, per outcome, so that the arithmetic is
         mapped in C over every job since the last flush, not a pass's eight.
         """
         joined: dict[str | None, tuple[list[tuple[str, str]], list[Any], list[datetime]]] = {}
-        for labels_of_jobs, moments, now, outcome in _take(self._notes):
+        for labels_of_jobs, moments, created, now, outcome in _take(self._notes):
             into, since, nows = joined.setdefault(outcome, ([], [], []))
             into.extend(labels_of_jobs)
-            since.extend(moments)
+            since.extend(moments if created is None else _later(moments, created))
             nows.extend(itertools.repeat(now, len(moments)))
         for outcome, (labels_of_jobs, since, nows) in joined.items():
             labels = collections.Counter(labels_of_jobs)
@@ -193,14 +216,44 @@ _created_at = operator.attrgetter("created_at")
 _started_at = operator.attrgetter("started_at")
 
 
-def _elapsed(nows: list[datetime], since: Iterable[datetime | None]) -> list[float]:
-    """Seconds from each of `since` to its instant in `nows`, never negative
-    (0 for None), mapped in C: this arithmetic is most of what a flush does."""
-    moments = list(since)
-    if None in moments:
-        moments = [now if m is None else m for now, m in zip(nows, moments, strict=True)]
-    seconds = map(_total_seconds, map(operator.sub, nows, moments))
+def _elapsed(nows: list[datetime], since: list[datetime | None]) -> list[float]:
+    """Seconds from each of `since` to its instant in `nows`, never negative,
+    mapped in C: this arithmetic is most of what a flush does. A date the
+    row could not give (None) counts 0; one naive beside an aware one (USE_TZ
+    off, where a row's dates can come back aware) is read in the current
+    time zone, job by job."""
+    try:
+        seconds = list(map(_total_seconds, map(operator.sub, nows, since)))
+    except TypeError:
+        seconds = [_seconds_or_zero(now, moment) for now, moment in zip(nows, since, strict=True)]
     return list(map(max, seconds, itertools.repeat(0.0)))
+
+
+def _seconds_or_zero(now: datetime, moment: datetime | None) -> float:
+    if moment is None:
+        return 0.0
+    return (_aware(now) - _aware(moment)).total_seconds()
+
+
+def _aware(moment: datetime) -> datetime:
+    """`moment`, aware: a naive one is in the current time zone, as Django
+    reads it with USE_TZ off (where a row's dates can come back aware)."""
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
+def _later(first: list[datetime | None], second: list[datetime]) -> list[datetime | None]:
+    """The later of each pair, mapped in C; where one is None, the other (and
+    a naive one beside an aware one is read as `_aware` reads it)."""
+    try:
+        return list(map(max, first, second))  # type: ignore[arg-type]
+    except TypeError:
+        return [_later_one(a, b) for a, b in zip(first, second, strict=True)]
+
+
+def _later_one(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return max(first, second, key=_aware)
 
 
 _total_seconds = timedelta.total_seconds

@@ -110,7 +110,21 @@ def insert_loop(count: int, *, with_payload: bool = True) -> Result:
         started = time.perf_counter()
         for n in range(count):
             body = Jsonb(payload(n) if with_payload else {})
-            row = [uuid.uuid4(), NOOP, f"r{n}", body, None, 5, now, None, "default", 0, now, now]
+            row = [
+                uuid.uuid4(),
+                NOOP,
+                f"r{n}",
+                body,
+                None,
+                5,
+                now,
+                None,
+                "default",
+                0,
+                now,
+                now,
+                None,
+            ]
             raw.execute(sql.INSERT_SQL, row, prepare=True).fetchall()
         elapsed = time.perf_counter() - started
     stage.clean()
@@ -141,6 +155,7 @@ def insert_many_statement(count: int, *, with_payload: bool = True) -> Result:
         [None] * count,
         ["default"] * count,
         [0] * count,
+        [None] * count,  # traceparent: queued outside any trace
     ]
     with _raw_connection() as raw:
         started = time.perf_counter()

@@ -3,7 +3,7 @@ jobs, some retrying and some failing, adds exactly what happened to each."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -204,3 +204,40 @@ def test_notes_wait_for_the_tally_s_flush_while_a_runner_holds_it(monkeypatch):
     tally.release()
     after = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
     assert (held - before, after - before) == (0, 2)
+
+
+def test_a_row_whose_dates_cannot_be_read_is_counted_with_no_wait_and_breaks_nothing():
+    tally = Tally()
+    broken = Job(kind="metrics.bad", queue="q", run_at=T0, started_at=None)
+    broken.created_at = None  # type: ignore[assignment]  # a date the claim could not read
+    before = sample("jobs_attempts_started_total", kind="metrics.bad", queue="q")
+    waited = sample("jobs_wait_seconds_sum", queue="q")
+    tally.started([broken], T0 + timedelta(seconds=3))
+    tally.finished([broken], "failed", T0 + timedelta(seconds=4))
+    assert sample("jobs_attempts_started_total", kind="metrics.bad", queue="q") - before == 1
+    assert sample("jobs_wait_seconds_sum", queue="q") - waited == 3, "from its run_at"
+    assert sample("jobs_attempt_duration_seconds_count", kind="metrics.bad") >= 1
+
+
+def test_a_naive_clock_beside_aware_row_dates_measures_the_wait_in_the_current_zone(settings):
+    """With USE_TZ off, the runner's clock is naive while a row's dates can come back aware."""
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "Europe/Paris"  # UTC+1 in January
+    tally = Tally()
+    job = Job(kind="metrics.naive", queue="naive", run_at=T0, created_at=T0, started_at=None)
+    naive_now = datetime(2030, 1, 1, 13, 0, 5)  # T0 (12:00 UTC) + 5 s, as Paris reads it
+    before = sample("jobs_wait_seconds_sum", queue="naive")
+    tally.started([job], naive_now)
+    assert sample("jobs_wait_seconds_sum", queue="naive") - before == pytest.approx(5)
+
+
+def test_a_flush_that_fails_is_logged_and_never_raised(monkeypatch, caplog):
+    tally = Tally()
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("registry gone")
+
+    monkeypatch.setattr(tally, "_child", broken)
+    job = Job(kind="metrics.any", queue="q", run_at=T0, created_at=T0, started_at=T0)
+    tally.started([job], T0)  # no runner holds it: applied now, and it fails
+    assert "metrics_flush_failed" in caplog.text
