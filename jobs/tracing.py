@@ -87,18 +87,14 @@ def attempt(job: Job) -> AbstractContextManager[None]:
 
 def active() -> bool:
     """Whether an attempt gets a span: OpenTelemetry is installed and the
-    project has configured a tracer provider. A caller on the hot path asks
-    this first and skips `attempt`'s context manager when it is False."""
-    return ENABLED and _configured()
-
-
-def _configured() -> bool:
-    """Whether the project has set a tracer provider. Once set it stays (the
-    API refuses a second); until then it is asked at most once a second, as
-    asking reads the environment."""
+    project has set a tracer provider. Called for every attempt, first: a
+    provider once set stays (the API refuses a second); until one is, it is
+    asked at most once a second, as asking reads the environment."""
     global _provider_set, _asked_at
     if _provider_set:
         return True
+    if not ENABLED:
+        return False
     now = time.monotonic()
     if now - _asked_at < 1.0:
         return False
