@@ -14,17 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from jobs import signals, tracing
-from jobs.metrics import instruments
 from jobs.metrics.tally import tally
 
 
 def enqueued(rows: Sequence[Any], using: str) -> None:
     """`rows` (`jobs.store.NewJob`s) were inserted: counted, and each told to
     `job_enqueued`, once the transaction on `using` commits."""
-    transaction.on_commit(lambda: _count_enqueued(rows), using=using)
+    transaction.on_commit(lambda: tally.enqueued(rows), using=using)
     if signals.job_enqueued.receivers:  # anyone, for any kind: ask per row
         for row in rows:
             signals.on_commit(
@@ -40,21 +38,9 @@ def enqueued(rows: Sequence[Any], using: str) -> None:
             )
 
 
-def _count_enqueued(rows: Sequence[Any]) -> None:
-    if len(rows) == 1:
-        instruments.enqueued.labels(rows[0].kind, rows[0].queue).inc()
-        return
-    counts: dict[tuple[str, str], int] = {}
-    for row in rows:
-        counts[row.kind, row.queue] = counts.get((row.kind, row.queue), 0) + 1
-    for (kind, queue), n in counts.items():
-        instruments.enqueued.labels(kind, queue).inc(n)
-
-
 def finished(job: Any, outcome: str, now: datetime) -> None:
     """The attempt `job` describes settled at `now` as `outcome`, committed."""
-    tally.finished((job,), outcome, now)
-    tracing.finished(job, outcome)
+    _attempt_ended(job, outcome, now)
     signals.send(signals.job_finished, job.kind, job=job, attempt=job.attempts, outcome=outcome)
 
 
@@ -95,6 +81,6 @@ def unsettled(job: Any) -> None:
     tracing.forget(job)
 
 
-def started(jobs: Sequence[Any], now: datetime | None = None) -> None:
-    """The attempts of `jobs` were claimed (at `now`) and handed to workers."""
-    tally.started(jobs, now or timezone.now())
+def started(jobs: Sequence[Any], now: datetime) -> None:
+    """The attempts of `jobs` were claimed at `now` and handed to workers."""
+    tally.started(jobs, now)

@@ -16,7 +16,6 @@ network the operator chose.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -101,8 +100,3 @@ class Children:
     def close(self) -> None:
         self.endpoint.close()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def in_child() -> bool:
-    """Whether this process records for a supervisor's endpoint."""
-    return bool(os.environ.get(MULTIPROC_ENV))

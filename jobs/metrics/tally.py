@@ -108,6 +108,12 @@ class Tally:
         labels, started_ats = list(map(_kind_and_queue, jobs)), list(map(_started_at, jobs))
         self._note((labels, started_ats, None, now, outcome))
 
+    def enqueued(self, rows: Sequence[Any]) -> None:
+        """`rows` (with `kind` and `queue`) were queued and committed: counted
+        now, one increment per kind and queue (an enqueue is not the loop's)."""
+        for labels, n in collections.Counter(map(_kind_and_queue, rows)).items():
+            self._child(instruments.enqueued, labels).inc(n)
+
     def _note(self, note: Note) -> None:
         self._notes.append(note)
         if not self._holders:
