@@ -165,6 +165,17 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # NULL unless the job was retired and its handler's `abandon` has not yet
+    # been called: set in the retirement's own transaction, cleared by whoever
+    # calls it (`jobs.retirement`), so a crash between the two leaves a debt
+    # another process can see rather than a call nobody knows is missing.
+    abandon_owed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Set when the job was retired and its handler's abandon is still to be "
+        "called; cleared as the call is made (at most once).",
+    )
     live = models.GeneratedField(
         expression=Case(When(_LIVE, then=Value(True)), default=None),
         output_field=models.BooleanField(null=True),
@@ -176,6 +187,12 @@ class Job(models.Model):
         constraints = [
             # One live job per identity; settled rows (live NULL) release it.
             models.UniqueConstraint(fields=["kind", "key", "live"], name="jobs_job_live_identity"),
+            # A state written by hand must be one the code knows: an unknown
+            # one would release the identity (`live` is NULL for it) and never
+            # be claimed, settled or swept.
+            models.CheckConstraint(
+                condition=Q(state__in=[s.value for s in State]), name="jobs_job_state_known"
+            ),
         ]
         indexes = [
             # Finding ready work: only live rows, by priority and run_at. The

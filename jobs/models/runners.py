@@ -51,6 +51,13 @@ class RunnerProcess(models.Model):
         help_text="The pid of the `runjobs --processes` supervisor that started its "
         "process, on the same host; empty for a runner started on its own.",
     )
+    clock_offset_ms = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="How far the database's clock was ahead of this runner's (negative: "
+        "behind) at its last heartbeat, in milliseconds; the runner corrects its own time "
+        "by it. Empty where the database shares the runner's clock (SQLite).",
+    )
 
     class Meta:
         verbose_name = "runner"
