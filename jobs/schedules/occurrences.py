@@ -24,6 +24,7 @@ from jobs.models import Job, Schedule
 from jobs.queue import enqueue
 from jobs.schedules.plan import ONCE, SKIP, Planned, ScheduleError, name_of
 from jobs.schedules.timing import Next
+from jobs.spec import InvalidJobSpec
 from jobs.store import Store
 
 
@@ -104,7 +105,14 @@ def follow(store: Store, job: Job, now: datetime, outcome: str, started: datetim
     due = aware(row.due_at or job.run_at)
     began = due if started is None else aware(started)
     upcoming = schedule.timing.following(due, began, aware(now), schedule.missed == ONCE)
-    queued = enqueue(schedule.spec(stored(upcoming.run_at)), using=using)
+    try:
+        queued = enqueue(schedule.spec(stored(upcoming.run_at)), using=using)
+    except InvalidJobSpec as error:
+        # A row edited by hand into a payload, queue or priority no job may
+        # have: the settle must not fail for it. The schedule waits for the
+        # row to be fixed (`reconcile.repair`, or the next start's reconcile).
+        log.event("schedule_invalid", logging.ERROR, outcome="ignored", error=str(error))
+        return
     row.due_at = stored(upcoming.fire_at)
     # An occurrence run early (run-now) stood for no fire time: its start is shown.
     row.last_fire_at, row.last_outcome = stored(min(due, began)), outcome

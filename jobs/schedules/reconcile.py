@@ -25,6 +25,7 @@ from jobs.queue import enqueue
 from jobs.registry import Registry
 from jobs.schedules.occurrences import aware, stored
 from jobs.schedules.plan import KEY_PREFIX, ONCE, Planned, ScheduleError, planned
+from jobs.spec import InvalidJobSpec
 from jobs.store import for_database
 
 #: Who the log and the records name for what the reconcile does.
@@ -74,18 +75,59 @@ def keep(schedule: Planned, registry: Registry, using: str | None, now: datetime
                 live = None
             row.kind, row.definition, row.due_at = schedule.kind, schedule.definition(), None
         if live is None:
-            due = None if row.due_at is None else aware(row.due_at)
-            upcoming = schedule.timing.resume(due, aware(now), schedule.missed == ONCE)
-            enqueue(schedule.spec(stored(upcoming.run_at)), using=store.using)
-            row.due_at = stored(upcoming.fire_at)
-            log.event(
+            _queue_next(
+                row,
+                schedule,
+                now,
+                store.using,
                 "schedule_replanned" if changed else "schedule_planned",
-                schedule=schedule.name,
-                kind=schedule.kind,
-                fire_at=upcoming.fire_at.isoformat(),
-                run_at=upcoming.run_at.isoformat(),
             )
         row.save(using=store.using)
+
+
+def repair(using: str | None = None) -> int:
+    """Queue the missing occurrence of every schedule whose row, as stored,
+    can work but has none live; how many were repaired.
+
+    An occurrence that ends while its row was edited by hand into nonsense
+    queues no successor (`occurrences.follow` cannot reckon one); once the row
+    is fixed, this picks the schedule up again from its stored definition,
+    without waiting for a runner's start. Each row is settled under its lock,
+    so runners repairing at once queue one occurrence (the live identity would
+    refuse a second anyway). Schedules are few: this reads every row.
+    """
+    store = for_database(using)
+    repaired = 0
+    for name in Schedule.objects.using(store.using).values_list("name", flat=True):
+        with transaction.atomic(using=store.using):
+            row = Schedule.objects.using(store.using).select_for_update().filter(name=name).first()
+            if row is None or _live(row.kind, name, store.using) is not None:
+                continue
+            try:
+                schedule = Planned.stored(row.name, row.kind, row.definition)
+                _queue_next(row, schedule, timezone.now(), store.using, "schedule_repaired")
+            except (ScheduleError, InvalidJobSpec):
+                continue  # still nonsense: `follow` logged it when it ended the schedule
+            row.save(using=store.using, update_fields=["due_at", "updated_at"])
+            repaired += 1
+    return repaired
+
+
+def _queue_next(row: Schedule, schedule: Planned, now: datetime, using: str, event: str) -> None:
+    """Queue `schedule`'s next occurrence after `row.due_at` (resumed from
+    there, missed fire times as the schedule says) and note its fire time on
+    `row`, which the caller saves."""
+    due = None if row.due_at is None else aware(row.due_at)
+    upcoming = schedule.timing.resume(due, aware(now), schedule.missed == ONCE)
+    enqueue(schedule.spec(stored(upcoming.run_at)), using=using)
+    row.due_at = stored(upcoming.fire_at)
+    log.event(
+        event,
+        schedule=schedule.name,
+        kind=schedule.kind,
+        fire_at=upcoming.fire_at.isoformat(),
+        run_at=upcoming.run_at.isoformat(),
+    )
 
 
 def remove(name: str, registry: Registry, using: str | None, now: datetime) -> None:

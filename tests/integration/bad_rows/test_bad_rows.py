@@ -312,3 +312,15 @@ def test_a_zero_date_written_by_hand_on_mysql_is_retired_saying_which_and_the_re
     assert sorted(handler.runs) == ["first", "last"], "the handler never ran it"
     assert reloaded(first).state == State.DONE, "the rows beside it still ran"
     assert reloaded(last).state == State.DONE
+
+
+# -- enumerations -----------------------------------------------------------------
+
+
+def test_a_state_written_by_hand_must_be_one_of_the_five_and_the_row_keeps_its_identity():
+    """An unknown state would make `live` NULL: the key freed, the row never claimed."""
+    job = queue("unknown-state")
+    with pytest.raises(IntegrityError):
+        write_column_by_hand(job, "state", "bogus")
+    assert reloaded(job).state == State.QUEUED
+    assert not enqueue(JobSpec.now(KIND, "unknown-state")), "the identity is still held"

@@ -21,6 +21,7 @@ from jobs.registry import Registry
 from jobs.registry import registry as default_registry
 from jobs.schedules import operator
 from jobs.schedules.reconcile import reconcile
+from jobs.schedules.reconcile import repair as reconcile_repair
 from jobs.tasks import TaskHandler
 from tests.jobapp import tasks as test_tasks
 
@@ -390,3 +391,42 @@ def test_with_use_tz_false_fire_times_are_wall_times_in_time_zone(scheduled, set
     make_runner(registry=scheduled, clock=lambda: datetime(2030, 1, 2, 2, 0)).drain()
     assert len(Ran.calls) == 1
     assert live("nightly").run_at == datetime(2030, 1, 3, 2, 0)
+
+
+def test_a_schedule_row_edited_into_nonsense_and_then_fixed_is_picked_up_without_a_restart(
+    scheduled, settings, make_runner, caplog
+):
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        make_runner(registry=scheduled).drain()  # its start plans the schedule
+        good = Schedule.objects.get(name="hourly").definition
+        Schedule.objects.filter(name="hourly").update(definition={**good, "timezone": "Mars/Base"})
+        frozen.move_to(T0 + timedelta(hours=1))
+        make_runner(registry=scheduled, recover=False).drain()  # a runner already running
+        assert len(Ran.calls) == 1, "the occurrence already queued still runs"
+        assert not Job.objects.filter(key="schedule:hourly", live=True).exists(), (
+            "no successor can be reckoned from a row that says nothing"
+        )
+        assert "schedule_invalid" in caplog.text
+        assert reconcile_repair() == 0, "still nonsense: nothing to repair from"
+        Schedule.objects.filter(name="hourly").update(definition=good)
+        frozen.move_to(T0 + timedelta(hours=1, minutes=30))
+        assert reconcile_repair() == 1
+        assert reconcile_repair() == 0, "a schedule with a live occurrence is left alone"
+    assert live("hourly").run_at == T0 + timedelta(hours=2), "resumed at its next fire time"
+    assert "schedule_repaired schedule=hourly" in caplog.text
+
+
+def test_an_occurrence_whose_row_names_an_impossible_queue_still_settles(
+    scheduled, settings, make_runner, caplog
+):
+    declare(settings, hourly={"cron": "0 * * * *", "timezone": "UTC"})
+    with freeze_time(T0 + timedelta(minutes=1)) as frozen:
+        make_runner(registry=scheduled).drain()
+        good = Schedule.objects.get(name="hourly").definition
+        Schedule.objects.filter(name="hourly").update(definition={**good, "queue": "no spaces"})
+        frozen.move_to(T0 + timedelta(hours=1))
+        make_runner(registry=scheduled, recover=False).drain()
+    (first,) = occurrences("hourly")
+    assert first.state == State.DONE, "the settle committed although no successor could be queued"
+    assert "schedule_invalid" in caplog.text
