@@ -112,6 +112,9 @@ class Audit:
     repeated: int
     unexplained_repeats: int
     problems: list[str]
+    #: Pairs of executions of one job that ran at the same time while the
+    #: earlier one was healthy (neither timed out nor its settle lost).
+    concurrent_duplicates: int = 0
 
 
 def audit(
@@ -171,7 +174,37 @@ def audit(
                         f"job {job_id} attempt {earlier.attempt} finished in {earlier.pid} and "
                         "was run again though its settle was never lost"
                     )
-    return Audit(len(expected), lost, repeated, unexplained, problems)
+    concurrent = 0
+    for job_id in expected & books.runs.keys():
+        for earlier, later in overlapping(books.runs[job_id], killed):
+            if (job_id, earlier.attempt) in not_landed:
+                continue  # timed out or its result discarded: no longer a healthy attempt
+            concurrent += 1
+            if len(problems) < 20:
+                problems.append(
+                    f"job {job_id} attempt {later.attempt} (pid {later.pid}) started while "
+                    f"attempt {earlier.attempt} (pid {earlier.pid}) still ran"
+                )
+    return Audit(len(expected), lost, repeated, unexplained, problems, concurrent)
+
+
+def overlapping(runs: list[Run], killed: dict[int, float]) -> list[tuple[Run, Run]]:
+    """The pairs of `runs` (one job's executions) whose times intersect: a later
+    one started before an earlier one ended. An execution that never finished
+    ended when its process was SIGKILLed, or is still running."""
+
+    def end(run: Run) -> float:
+        if run.finished_at is not None:
+            return run.finished_at.timestamp()
+        return killed.get(run.pid, float("inf"))
+
+    ordered = sorted(runs, key=lambda run: run.started_at)
+    return [
+        (earlier, later)
+        for n, earlier in enumerate(ordered)
+        for later in ordered[n + 1 :]
+        if later.started_at.timestamp() < end(earlier)
+    ]
 
 
 @dataclass

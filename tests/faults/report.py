@@ -64,6 +64,9 @@ COLUMNS = (
     ("faults", "Faults injected"),
     ("jobs_lost", "Jobs lost"),
     ("completed_attempts_repeated", "Completed attempts repeated (all explained)"),
+    ("concurrent_duplicates", "Healthy attempts run twice at once"),
+    ("stuck", "Rows left running"),
+    ("abandon_calls_max", "Most abandon calls for one retirement"),
     ("time_to_recover_seconds", "Time to recover (s)"),
 )
 
@@ -103,7 +106,13 @@ def render(figures: dict[str, dict[str, Any]]) -> str:
     for name in names:
         row = figures[name]
         cells = [_cell(row.get(key)) for key, _ in COLUMNS]
-        ok = row.get("jobs_lost") == 0 and row.get("unexplained_repeats", 0) == 0
+        ok = (
+            row.get("jobs_lost") == 0
+            and row.get("unexplained_repeats", 0) == 0
+            and row.get("concurrent_duplicates", 0) == 0
+            and row.get("stuck", 0) == 0
+            and row.get("abandon_calls_max", 0) <= 1
+        )
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {'pass' if ok else 'FAIL'} |")
     lines += [
         "",

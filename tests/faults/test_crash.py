@@ -87,6 +87,8 @@ def test_runners_killed_every_second_lose_no_job_and_repeat_only_attempts_killed
         jobs_lost=result.lost,
         completed_attempts_repeated=result.repeated,
         unexplained_repeats=result.unexplained_repeats,
+        concurrent_duplicates=result.concurrent_duplicates,
+        stuck=Job.objects.filter(state="running").count(),
         jobs_run_more_than_once=reran,
         time_to_recover_seconds=round(finished - last_kill, 2),
         drain_seconds=round(finished - started, 1),
