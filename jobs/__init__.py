@@ -19,9 +19,10 @@ The three things a handler must know
    `Failed` is a stated refusal or a payload that can never work. Calling a
    permanent failure retryable spends the budget and delays the real answer;
    the reverse throws away the retry this app exists for.
-3. `abandon` fires exactly once, when the job is retired for good, and never
-   between retries. It is where the subject hears the outcome, so somebody
-   polling through a transient blip keeps seeing work in progress.
+3. `abandon` fires once, when the job is retired for good, and never
+   between retries (after the retirement commits; a crash during the call
+   does not repeat it). It is where the subject hears the outcome, so
+   somebody polling through a transient blip keeps seeing work in progress.
 
 Wake-up and its grain
 ---------------------

@@ -116,11 +116,15 @@ class JobHandler:
         return None
 
     def abandon(self, job: Job, reason: str) -> None:
-        """Called exactly once when the job is retired for good, never between retries.
+        """Called once when the job is retired for good, never between retries.
 
-        Runs inside the retirement's database transaction: writes made here
-        commit with it. If this raises, its writes are rolled back, the error is
-        logged, and the retirement still commits.
+        Runs just after the retirement has committed, in a database
+        transaction of its own: writes made here commit together when it
+        returns. If this raises (or its connection is lost), its writes are
+        rolled back, the error is logged, and the job stays retired. At most
+        once: a process that dies before the call leaves it owed to a runner
+        with this handler; one that dies during it does not make it again
+        (`jobs.retirement`).
         """
 
     def completed(self, job: Job) -> None:

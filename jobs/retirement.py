@@ -1,27 +1,56 @@
-"""Retirement: a job settled for good, and its handler told so exactly once.
+"""Retirement: a job settled for good, and its handler told so at most once.
 
 A job is retired by the runner (a `Failed`, a `Retry` with no attempt or time
 left, a claimed row it must not run) or cancelled by an operator (the admin,
-`manage.py jobs cancel`, both through `jobs.operations.cancel`). Either way the
-row settles and, in the same transaction, the handler's `abandon` is called in
-a savepoint: its writes commit with the retirement, and if it raises they roll
-back, the error is logged and the retirement still commits. It is never called
-again, since the row is no longer live. A schedule's occurrence retired
-either way has its successor queued in the same transaction
-(`jobs.schedules.occurrences.follow`), unless the schedule itself is going.
+`manage.py jobs cancel`, both through `jobs.operations.cancel`), or by the
+schedules' reconcile. Either way it happens in two steps, each its own
+transaction:
+
+1. The retirement: the row settles and, in the same short write, marks its
+   handler's `abandon` owed (`Job.abandon_owed_at`); a schedule's occurrence
+   has its successor queued in that transaction too
+   (`jobs.schedules.occurrences.follow`), unless the schedule itself is
+   going. It commits whatever `abandon` will do, so no user code ever runs
+   while the row is locked or the retirement's transaction is open: a slow
+   `abandon`, or one whose connection the server ends
+   (`idle_in_transaction_session_timeout`), can no longer roll a retirement
+   back and have the job claimed and retired again.
+2. The call, once the retirement has committed: one conditional statement
+   claims the debt (`Store.claim_abandon` clears the mark, and only the
+   process whose statement cleared it goes on), then `abandon` runs in a
+   transaction of its own, so its writes commit or roll back together; if it
+   raises, or its connection is killed, that is logged and the retirement
+   stands. Where this process has no handler for the kind (an operator's
+   cancel in a web process without it), the debt is left, and a runner that
+   has one pays it (`jobs.runner.maintenance`).
+
+So `abandon` is called **at most once** per retirement, even across a crash:
+a process that dies between the two steps leaves the mark, and a runner with
+the handler pays it later (at its first pass, and every few seconds after, for
+marks older than `GRACE`, so the retiring process pays its own first); one
+that dies after the claim, before `abandon` returned, loses that call, and
+the log shows it: `job_abandon_started` with no `job_abandoned` or
+`job_abandon_failed` after it. At most once rather than at least once because
+`abandon` is the subject's terminal notice (a refund, an e-mail, a status
+pushed upstream), which a handler usually cannot make safe to repeat, and
+because a call that can run again after any crash is what `run` already is:
+work that must happen at least once belongs in a job of its own, queued from
+`abandon` (its enqueue commits with `abandon`'s transaction).
+
 Written once, here, outside the runner, so that the operator's verbs need not
 import the runner to keep the promise.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import traceback
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from jobs import history, log, observers, signals
 from jobs.handlers import JobHandler
@@ -29,6 +58,13 @@ from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.schedules import occurrences
 from jobs.store import Store
+
+#: How old a debt must be before a process other than the one that retired
+#: the job pays it (`jobs.runner.maintenance`): the retiring process claims
+#: its own within milliseconds of its commit, so a mark older than this was
+#: left by a crash or by a process without the handler. Only who pays hangs
+#: on it, never how often: the claim lets one payer through.
+GRACE = timedelta(seconds=10)
 
 
 def retire(
@@ -41,7 +77,7 @@ def retire(
     state: str = State.FAILED,
 ) -> bool:
     """The runner's retirement of the attempt `job` describes, as `state`, with
-    `entry` for it in the attempt record.
+    `entry` for it in the attempt record; `abandon` is called once it commits.
 
     Fenced on that attempt, like every settle: False, with nothing written and
     nobody told, when the attempt no longer owns the row (the caller logs it).
@@ -55,6 +91,7 @@ def retire(
             now,
             None,
         )
+        job.abandon_owed_at = now
         log.event(
             "job_failed",
             logging.WARNING,
@@ -64,8 +101,8 @@ def retire(
         )
         timed_out = entry.outcome == history.Outcome.TIMED_OUT
         observers.finished_on_commit(job, "timed_out" if timed_out else "failed", store.using, now)
-        abandon(handler, job, reason, store.using)
         occurrences.follow(store, job, now, state, job.started_at)
+        owe(store, job, handler, reason)
     return True
 
 
@@ -83,10 +120,12 @@ def cancel(
     before, or None (nothing written, nobody told) if it was not live.
 
     Not fenced on an attempt: cancelling overrules whichever attempt holds the
-    row, whose own settle then loses. `handler` is None where no handler for
-    the job's kind is registered in this process: then `abandon` cannot be
-    called, and that is logged. `successor=False` queues no next occurrence
-    of a schedule (the reconcile replacing or removing it).
+    row, whose own settle then loses. The row is locked for the cancel's own
+    write only; `abandon` is called once it commits (once the caller's
+    transaction commits, inside one). `handler` is None where no handler for
+    the job's kind is registered in this process: the debt is then left for a
+    runner that has one, and that is logged. `successor=False` queues no next
+    occurrence of a schedule (the reconcile replacing or removing it).
     """
     with transaction.atomic(using=store.using):
         job = store.cancel(job_id, now, reason)
@@ -96,28 +135,64 @@ def cancel(
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
         observers.finished_on_commit(job, "cancelled", store.using, now, ran=started is not None)
-        if handler is None:
-            log.event(
-                "job_abandon_skipped",
-                logging.WARNING,
-                outcome="no_handler",
-                job_id=job_id,
-                kind=job.kind,
-                reason="no handler for this kind in this process",
-            )
-        else:
-            abandon(handler, job, reason, store.using)
         if successor:
             occurrences.follow(store, job, now, State.CANCELLED, started)
+        if handler is None:
+            log.event(
+                "job_abandon_left",
+                outcome="owed",
+                job_id=job_id,
+                kind=job.kind,
+                reason="no handler for this kind in this process: "
+                "a runner that has one calls abandon",
+            )
+        else:
+            owe(store, job, handler, reason)
     return job
 
 
-def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
-    """Call `handler.abandon` inside the caller's transaction, in a savepoint.
+def owe(store: Store, job: Job, handler: JobHandler, reason: str) -> None:
+    """Pay the debt the retirement of `job` marks (`pay`) once the current
+    transaction commits: at once where it is the outermost, else after the
+    caller's; never if it rolls back (then nothing was retired)."""
+    transaction.on_commit(functools.partial(pay, store, job, handler, reason), using=store.using)
 
-    Its writes commit with the retirement around it; if it raises, they are
-    rolled back, the error is logged, and the retirement still commits.
+
+def pay(store: Store, job: Job, handler: JobHandler, reason: str, *, late: bool = False) -> bool:
+    """Claim the `abandon` call owed for `job`'s retirement and, if this process
+    won the claim, make it (`abandon`); whether it did. `late` for a debt
+    another process left (`jobs.runner.maintenance`): the log says since when.
+
+    Outside any transaction, after the retirement committed. Raises nothing:
+    a claim that fails leaves the debt owed, logged, for a runner's
+    maintenance pass; one that another process won is left to it.
     """
+    try:
+        claimed = store.claim_abandon(job.id)
+    except Exception as error:
+        log.event(
+            "job_abandon_claim_failed",
+            logging.WARNING,
+            outcome="owed",
+            **job_fields(job),
+            error=repr(error),
+            reason="the debt stays owed: a runner with a handler for this kind pays it",
+        )
+        _drop_if_broken(store.using)
+        return False
+    if not claimed:
+        return False
+    since: dict[str, Any] = {"owed_since": job.abandon_owed_at} if late else {}
+    log.event("job_abandon_started", outcome="started", **job_fields(job), **since)
+    abandon(handler, job, reason, store.using)
+    return True
+
+
+def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
+    """Call `handler.abandon` in a transaction of its own: its writes commit
+    together when it returns, or roll back when it raises (or its connection
+    is lost), which is logged and changes nothing else. Call it only with the
+    debt claimed (`pay`)."""
     try:
         with transaction.atomic(using=using):
             handler.abandon(job, reason)
@@ -130,6 +205,7 @@ def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
             error=telling_line(repr(error), trim=False),
             traceback=traceback.format_exc(),
         )
+        _drop_if_broken(using)
     else:
         log.event(
             "job_abandoned",
@@ -138,6 +214,15 @@ def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
             reason=telling_line(reason, trim=False),
         )
         signals.on_commit(signals.job_abandoned, job.kind, using, job=job, reason=reason)
+
+
+def _drop_if_broken(using: str) -> None:
+    """Close this thread's connection if a failure left it unusable (the server
+    ended it), so the next statement opens a fresh one; never inside a
+    transaction, which only a test's wraps these calls in."""
+    connection = connections[using]
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
 
 
 def job_fields(job: Job) -> dict[str, Any]:

@@ -18,8 +18,9 @@ attempt and the settle go on as if it had not been called.
   "failed", "timed_out" (a retry or, out of attempts, a retirement),
   "cancelled" (an operator's; `attempt` is the attempts spent), "released"
   (handed back at shutdown). A settle that lost its row sends nothing.
-- `job_abandoned(sender=kind, job, reason)`: after the retirement that called
-  the handler's `abandon` has committed, once per job.
+- `job_abandoned(sender=kind, job, reason)`: after the handler's `abandon`
+  returned and its transaction committed (the retirement committed before
+  it), once per retirement.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ TIMES = [
     "deadline",
     "started_at",
     "lease_expires_at",
+    "abandon_owed_at",
 ]
 
 
@@ -80,6 +81,7 @@ class JobDetail:
                     shown("created_at"),
                     shown("updated_at"),
                     shown("finished_at"),
+                    shown("abandon_owed_at"),
                 ]
             },
         ),
@@ -114,6 +116,7 @@ class JobDetail:
     deadline_shown = _time("deadline")
     started_at_shown = _time("started_at")
     lease_expires_at_shown = _time("lease_expires_at")
+    abandon_owed_at_shown = _time("abandon_owed_at")
 
     def get_form(
         self, request: HttpRequest, obj: Job | None = None, change: bool = False, **kwargs: Any

@@ -202,7 +202,8 @@ class Store:
         self, job: Job, now: datetime, error: str, entry: history.Entry, state: str = "failed"
     ) -> bool:
         """Settle for good as `state` (`failed` by default), `entry` joining the
-        attempt record as in `retry`."""
+        attempt record as in `retry`, and its handler's `abandon` marked owed
+        (`Job.abandon_owed_at`, `now`) in the same write: see `claim_abandon`."""
         raise NotImplementedError
 
     def note(self, job: Job, entry: history.Entry) -> bool:
@@ -238,8 +239,9 @@ class Store:
         raise NotImplementedError
 
     def cancel(self, job_id: uuid.UUID, now: datetime, reason: str) -> Job | None:
-        """Retire a live row as `cancelled`; the row as it was (its `errors` as
-        written, with the cancel's entry), or None if it was not live.
+        """Retire a live row as `cancelled`, its `abandon` marked owed as by
+        `retire`; the row as it was (its `errors` as written, with the
+        cancel's entry), or None if it was not live.
 
         Not fenced on an attempt: cancelling is meant to overrule whichever
         attempt holds the row, whose own settle will then lose.
@@ -247,11 +249,34 @@ class Store:
         raise NotImplementedError
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
-        """Queue a failed or cancelled row again at `now` with a fresh attempt budget.
+        """Queue a failed or cancelled row again at `now` with a fresh attempt
+        budget. An `abandon` still owed is owed no more: the retirement it was
+        owed for is undone, and a job retired again owes one again.
 
         Raises IntegrityError when a live row already holds its identity; the
         caller runs this in a savepoint.
         """
+        raise NotImplementedError
+
+    # -- the debt of an `abandon` call (`jobs.retirement`) ---------------------
+
+    def claim_abandon(self, job_id: uuid.UUID) -> bool:
+        """Take the `abandon` call owed for `job_id`'s retirement: clear its mark,
+        True if this statement cleared it, and so alone may make the call;
+        False when nothing is owed (paid, being paid, or never owed).
+
+        One conditional statement, which the caller runs outside any
+        transaction: the claim commits (and, on PostgreSQL, is flushed) before
+        the call starts, so two processes never both win it, and a crash
+        during the call cannot bring the debt back.
+        """
+        raise NotImplementedError
+
+    def owed_abandons(self, kinds: Sequence[str], before: datetime, limit: int) -> list[Job]:
+        """Up to `limit` retired rows of `kinds` whose `abandon` is still owed,
+        marked before `before`, oldest debt first: those a crash or a process
+        without the handler left to pay. Read through an index of the debts
+        alone (`jobs_job_abandon_owed`), so looking when none is owed reads no row."""
         raise NotImplementedError
 
     # -- maintenance ---------------------------------------------------------

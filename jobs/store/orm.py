@@ -2,10 +2,10 @@
 
 Plain single-row updates, each through the ORM: the fenced settles (`_owned`
 fences every one on id, `running`, the attempt number and the lease, and each
-answers whether it won), the operator verbs and the sweep's prune. Also the
-insert in the upsert syntax PostgreSQL and SQLite share, the one statement
-here the ORM cannot say (an insert that skips a held identity and reports
-whether it wrote); MySQL writes its own.
+answers whether it won), the operator verbs, the claim of an `abandon` owed
+and the sweep's prune. Also the insert in the upsert syntax PostgreSQL and
+SQLite share, the one statement here the ORM cannot say (an insert that skips
+a held identity and reports whether it wrote); MySQL writes its own.
 """
 
 from __future__ import annotations
@@ -192,6 +192,7 @@ class OrmStore(Store):
             last_error=error,
             finished_at=now,
             updated_at=now,
+            abandon_owed_at=now,
         )
 
     def _settle_recorded(self, job: Job, entry: history.Entry, **columns: Any) -> bool:
@@ -252,8 +253,9 @@ class OrmStore(Store):
             errors=errors,
             finished_at=now,
             updated_at=now,
+            abandon_owed_at=now,
         )
-        job.errors = errors
+        job.errors, job.abandon_owed_at = errors, now
         return job
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
@@ -268,8 +270,21 @@ class OrmStore(Store):
                 lease_expires_at=None,
                 finished_at=None,
                 updated_at=now,
+                abandon_owed_at=None,
             )
         )
+
+    # -- the debt of an `abandon` call ---------------------------------------
+
+    def claim_abandon(self, job_id: uuid.UUID) -> bool:
+        owed = Job.objects.using(self.using).filter(id=job_id, abandon_owed_at__isnull=False)
+        return bool(owed.update(abandon_owed_at=None))
+
+    def owed_abandons(self, kinds: Sequence[str], before: datetime, limit: int) -> list[Job]:
+        owed = Job.objects.using(self.using).filter(
+            abandon_owed_at__isnull=False, abandon_owed_at__lt=before, kind__in=kinds
+        )
+        return list(owed.order_by("abandon_owed_at")[:limit])
 
     # -- maintenance ---------------------------------------------------------
 

@@ -52,6 +52,19 @@ SCENARIOS = {
     "slow and raising abandon": (
         "Logged, the runner carries on, the retirement commits exactly once."
     ),
+    "abandon past the idle transaction timeout": (
+        "The server ends every session idle in a transaction for 1 s (PGOPTIONS); "
+        "`abandon`s that sleep 2.5 s, two after a write, are each called once, after their "
+        "retirement committed, and each job is retired once at attempt 1 (before, the "
+        "retirement rolled back with its killed transaction, and the job was reclaimed and "
+        "abandoned again, never settling). A killed `abandon`'s own write is lost and logged. "
+        "Calls counted in a file outside the database."
+    ),
+    "runner killed between retirement and abandon": (
+        "Runners SIGKILLed as each retirement commits, before the `abandon` call is claimed: "
+        "every call is left owed, none lost, and two runners started together once the 10 s "
+        "grace has passed make each exactly once (`abandon` is at most once per retirement)."
+    ),
     "raising recover": "Logged at start-up; the runner drains anyway.",
     "graceful shutdown under load": (
         "SIGTERM with 8 attempts running: all 8 finish and are stored, exit 0 within the grace."
@@ -122,7 +135,10 @@ def render(figures: dict[str, dict[str, Any]]) -> str:
         "from the database starting to the drain's end; hanging handler, abandon and recover, "
         "from the "
         "runners' start to every job settled; poison job, from the first burst to its "
-        "retirement; graceful shutdown, from SIGTERM to the process's exit.",
+        "retirement; graceful shutdown, from SIGTERM to the process's exit; abandon past "
+        "the idle transaction timeout, from the runner's start to every job settled; "
+        "runner killed between retirement and abandon, from the first runner's start to "
+        "every owed `abandon` made (the 10 s grace included).",
         "",
         "## Found and fixed by this suite",
         "",

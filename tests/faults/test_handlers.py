@@ -190,7 +190,7 @@ def test_a_slow_or_raising_abandon_is_logged_and_its_retirement_commits_exactly_
     slow, raises = Job.objects.get(key="slow"), Job.objects.get(key="raises")
     assert (slow.state, slow.attempts) == ("failed", 1), "the slow abandon's job is retired once"
     assert Abandonment.objects.filter(job_id=slow.id).count() == 1, (
-        "the slow abandon ran once and its write committed with the retirement"
+        "the slow abandon ran once and its write committed, after the retirement"
     )
     assert (raises.state, raises.attempts) == ("failed", 1), (
         "the raising abandon's job is retired all the same"

@@ -7,6 +7,7 @@ attempts ran, in which process, and whether they finished.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from datetime import timedelta
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from jobs import Done, Failed, JobHandler, Retry, register
 from jobs.models import Job
+from jobs.signals import job_finished
 from tests.jobapp.models import Abandonment, Execution
 
 
@@ -96,9 +98,14 @@ class PoisonHandler(JobHandler):
 
 @register
 class RefuseHandler(JobHandler):
-    """Records the execution and fails for good; its `abandon` records, sleeps
-    `payload["abandon_seconds"]` first, or raises when `payload["abandon"]` is
-    `"raise"`. Its `recover` raises when `TEST_RECOVER_RAISES` is set."""
+    """Records the execution and fails for good. Its `abandon` first appends a
+    line to the file `TEST_ABANDON_LOG` names, if set (a count outside the
+    database, which a killed transaction cannot lose), then records an
+    `Abandonment` (unless `payload["abandon_writes"]` is false), sleeps
+    `payload["abandon_seconds"]`, and raises when `payload["abandon"]` is
+    `"raise"`. Its `recover` raises when `TEST_RECOVER_RAISES` is set. With
+    `TEST_DIE_AFTER_RETIREMENT` set, the process SIGKILLs itself as soon as a
+    retirement of its kind commits, before the call of `abandon` is claimed."""
 
     kind = "test.refuse"
 
@@ -110,7 +117,11 @@ class RefuseHandler(JobHandler):
         return Failed("refused on purpose")
 
     def abandon(self, job: Job, reason: str) -> None:
-        Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
+        if os.environ.get("TEST_ABANDON_LOG"):
+            with open(os.environ["TEST_ABANDON_LOG"], "a") as book:
+                book.write(f"{job.id} {os.getpid()} {time.time():.6f}\n")
+        if job.payload.get("abandon_writes", True):
+            Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
         time.sleep(float(job.payload.get("abandon_seconds", 0)))
         if job.payload.get("abandon") == "raise":
             raise RuntimeError("abandon raises on purpose")
@@ -118,6 +129,17 @@ class RefuseHandler(JobHandler):
     def recover(self) -> None:
         if os.environ.get("TEST_RECOVER_RAISES"):
             raise RuntimeError("recover raises on purpose")
+
+
+def _die(sender: str, job: Job, attempt: int, outcome: str, **kwargs: object) -> None:
+    """`job_finished` is told on the retirement's commit, before the claim of its
+    `abandon` call: dying here is a crash between the two."""
+    if outcome == "failed":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+if os.environ.get("TEST_DIE_AFTER_RETIREMENT"):
+    job_finished.connect(_die, sender=RefuseHandler.kind, weak=False)
 
 
 @register

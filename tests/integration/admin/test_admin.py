@@ -441,9 +441,12 @@ def test_retry_is_refused_while_a_live_job_holds_the_identity(admin_client):
     ]
 
 
-def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin_client):
+def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(
+    admin_client, django_capture_on_commit_callbacks
+):
     queued = make_job("k")
-    response = act(admin_client, "cancel", queued, post="yes")
+    with django_capture_on_commit_callbacks(execute=True):  # abandon runs once it commits
+        response = act(admin_client, "cancel", queued, post="yes")
     row = reload(queued)
     assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
     assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
@@ -451,7 +454,8 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(admin
     )
     assert messages_of(response) == ["Cancel: 1 job cancelled."]
 
-    again = act(admin_client, "cancel", queued, post="yes")
+    with django_capture_on_commit_callbacks(execute=True):
+        again = act(admin_client, "cancel", queued, post="yes")
     assert Abandonment.objects.count() == 1, "cancelling again does not abandon again"
     assert messages_of(again) == [
         "Cancel: skipped 1 job, nothing written for it: cancelled, not queued or running (1)."

@@ -86,7 +86,7 @@ def test_cancel_from_the_list_asks_first_listing_the_jobs_it_would_touch_and_ski
     assert f'<a href="{url}" class="button cancel-link">No, take me back</a>' in page
 
 
-def test_only_the_confirmed_post_cancels(admin_client):
+def test_only_the_confirmed_post_cancels(admin_client, django_capture_on_commit_callbacks):
     queued = make_job("q-1")
     done = make_job("d-1", state=State.DONE)
     page = ask(
@@ -98,7 +98,8 @@ def test_only_the_confirmed_post_cancels(admin_client):
     )
     url, fields = form_of(page)
     assert fields["post"] == ["yes"]
-    response = admin_client.post(url, fields, follow=True)
+    with django_capture_on_commit_callbacks(execute=True):  # abandon runs once it commits
+        response = admin_client.post(url, fields, follow=True)
     assert states(queued, done) == ["cancelled", "done"], "the confirmed POST cancelled"
     assert list(Abandonment.objects.values_list("key", flat=True)) == ["q-1"]
     assert messages_of(response) == [

@@ -223,10 +223,13 @@ def test_an_id_given_twice_is_acted_on_once():
     assert jobs("retry", str(job.id), str(job.id)) == (0, "1 touched\n")
 
 
-def test_cancel_retires_a_queued_job_as_the_shell_user_and_the_handler_abandons_it_once():
+def test_cancel_retires_a_queued_job_as_the_shell_user_and_the_handler_abandons_it_once(
+    django_capture_on_commit_callbacks,
+):
     job = make_job("k1")
 
-    assert jobs("cancel", str(job.id)) == (0, "1 touched\n")
+    with django_capture_on_commit_callbacks(execute=True):  # abandon runs once it commits
+        assert jobs("cancel", str(job.id)) == (0, "1 touched\n")
 
     job.refresh_from_db()
     assert job.state == "cancelled"

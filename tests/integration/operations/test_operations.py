@@ -2,7 +2,9 @@
 
 The admin actions and the `jobs` command both go through these, so these
 tests are where their rules are pinned down: what each touches, what it skips
-and why, what it writes, and that cancel's abandon happens exactly once.
+and why, what it writes, and that cancel's abandon happens exactly once, after
+the cancel commits: these tests run inside a transaction that never commits,
+so they run its commit callbacks themselves (`django_capture_on_commit_callbacks`).
 """
 
 from __future__ import annotations
@@ -130,6 +132,13 @@ def test_retry_queues_a_cancelled_job_again():
     assert reload(cancelled).state == State.QUEUED
 
 
+def test_retry_of_a_job_whose_abandon_is_still_owed_owes_it_no_more():
+    """The retirement it was owed for is undone: a live job is not told it was retired."""
+    left = make_job("k", state=State.CANCELLED, abandon_owed_at=timezone.now())
+    assert retry([left.id]).touched == 1
+    assert reload(left).abandon_owed_at is None
+
+
 def test_retry_skips_live_done_and_missing_jobs_saying_why():
     queued = make_job("q")
     running = make_job("r", state=State.RUNNING)
@@ -195,10 +204,30 @@ def test_cancel_retires_queued_and_running_jobs_as_cancelled_naming_who(recorder
         assert row.lease_expires_at is None, "a cancelled job holds no lease"
 
 
-def test_cancel_calls_abandon_exactly_once_even_when_called_twice(recorder, registry):
+def test_cancel_calls_abandon_only_once_its_own_write_has_committed(
+    recorder, registry, django_capture_on_commit_callbacks
+):
     queued = make_job("q")
-    first = cancel([queued.id], by="alice", registry=registry)
-    second = cancel([queued.id], by="bob", registry=registry)
+    with django_capture_on_commit_callbacks() as on_commit:
+        cancel([queued.id], by="alice", registry=registry)
+    row = reload(queued)
+    assert recorder.abandoned == [], "nothing is called before the cancel commits"
+    assert (row.state, row.abandon_owed_at) == (State.CANCELLED, row.finished_at), (
+        "the cancel's own write marks the abandon owed"
+    )
+    for callback in on_commit:
+        callback()
+    assert recorder.abandoned == [("q", "cancelled by alice")], "once it commits, abandon runs"
+    assert reload(queued).abandon_owed_at is None, "and its debt is cleared"
+
+
+def test_cancel_calls_abandon_exactly_once_even_when_called_twice(
+    recorder, registry, django_capture_on_commit_callbacks
+):
+    queued = make_job("q")
+    with django_capture_on_commit_callbacks(execute=True):
+        first = cancel([queued.id], by="alice", registry=registry)
+        second = cancel([queued.id], by="bob", registry=registry)
     assert recorder.abandoned == [("q", "cancelled by alice")], (
         "abandon is the terminal notice: once, with the first cancel's reason"
     )
@@ -208,10 +237,13 @@ def test_cancel_calls_abandon_exactly_once_even_when_called_twice(recorder, regi
     assert reload(queued).last_error == "cancelled by alice", "the second cancel wrote nothing"
 
 
-def test_cancel_skips_settled_and_missing_jobs_saying_why(recorder, registry):
+def test_cancel_skips_settled_and_missing_jobs_saying_why(
+    recorder, registry, django_capture_on_commit_callbacks
+):
     done = make_job("d", state=State.DONE)
     failed = make_job("f", state=State.FAILED)
-    report = cancel([done.id, failed.id, MISSING], by="alice", registry=registry)
+    with django_capture_on_commit_callbacks(execute=True):
+        report = cancel([done.id, failed.id, MISSING], by="alice", registry=registry)
     assert report.skipped == Counter(
         {"done, not queued or running": 1, "failed, not queued or running": 1, "no such job": 1}
     )
@@ -232,14 +264,23 @@ def test_cancel_makes_the_running_attempts_late_settle_lose(registry):
     assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by alice")
 
 
-def test_cancel_without_a_handler_in_this_process_still_cancels(registry):
+def test_cancel_without_a_handler_in_this_process_cancels_and_leaves_abandon_owed_saying_so(
+    registry, django_capture_on_commit_callbacks, caplog
+):
     queued = make_job("q", kind="unknown.kind")
-    report = cancel([queued.id], by="alice", registry=registry)
+    with django_capture_on_commit_callbacks(execute=True):
+        report = cancel([queued.id], by="alice", registry=registry)
     assert report.touched == 1
-    assert reload(queued).state == State.CANCELLED
+    row = reload(queued)
+    assert row.state == State.CANCELLED
+    assert row.abandon_owed_at == row.finished_at, "the debt is left for a runner with a handler"
+    [left] = [r for r in caplog.records if getattr(r, "event", None) == "job_abandon_left"]
+    assert f"job_id={queued.id}" in left.getMessage()
 
 
-def test_an_abandon_that_raises_does_not_undo_the_cancel(registry):
+def test_an_abandon_that_raises_does_not_undo_the_cancel(
+    registry, django_capture_on_commit_callbacks
+):
     class Failing(JobHandler):
         kind = KIND
 
@@ -249,7 +290,8 @@ def test_an_abandon_that_raises_does_not_undo_the_cancel(registry):
 
     registry.register(Failing)
     queued = make_job("q")
-    assert cancel([queued.id], by="alice", registry=registry).touched == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert cancel([queued.id], by="alice", registry=registry).touched == 1
     row = reload(queued)
     assert row.state == State.CANCELLED, "the retirement commits anyway"
     assert row.key == "q", "the failed abandon's own writes are rolled back"

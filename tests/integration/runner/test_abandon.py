@@ -1,5 +1,6 @@
-"""Abandon: called exactly once, inside the retirement's transaction, including for rows
-retired without running (attempts used up, deadline passed)."""
+"""Abandon: called exactly once, after the retirement has committed, in a transaction of
+its own, including for rows retired without running (attempts used up, deadline passed),
+and for retirements whose process died before the call (a debt another runner pays)."""
 
 from __future__ import annotations
 
@@ -12,34 +13,39 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from jobs import JobSpec, enqueue
+from jobs import JobSpec, enqueue, retirement
 from jobs.models import Job, State
+from tests.factories import make_job
 from tests.integration.runner.support import WAIT, Fails, Succeeds, events, install, the_job
 from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_abandon_runs_inside_the_retirements_transaction_and_commits_with_it(registry, make_runner):
-    """The subject hears the outcome exactly when the row settles: never one without the other."""
+def test_abandon_runs_once_the_retirement_has_committed_and_its_writes_commit_together(
+    registry, make_runner
+):
+    """The retirement no longer waits for abandon: another session sees the job retired
+    and its debt claimed while abandon runs, and abandon's own write only once it returns."""
 
     class Notifies(Fails):
         kind = "test.notifies"
 
         def __init__(self) -> None:
             super().__init__()
-            self.seen_inside: str | None = None
-            self.seen_outside: tuple[str, int] | None = None
+            self.seen_outside: tuple[str, bool, int] | None = None
 
         def abandon(self, job: Job, reason: str) -> None:
             super().abandon(job, reason)
             Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
-            self.seen_inside = Job.objects.get(id=job.id).state
-            seen: list[tuple[str, int]] = []
+            seen: list[tuple[str, bool, int]] = []
 
             def look() -> None:
                 try:
-                    seen.append((Job.objects.get(id=job.id).state, Abandonment.objects.count()))
+                    row = Job.objects.get(id=job.id)
+                    seen.append(
+                        (row.state, row.abandon_owed_at is None, Abandonment.objects.count())
+                    )
                 finally:
                     connections.close_all()
 
@@ -55,13 +61,14 @@ def test_abandon_runs_inside_the_retirements_transaction_and_commits_with_it(reg
 
     job = the_job(Notifies.kind)
     assert job.state == State.FAILED
-    assert handler.seen_inside == State.FAILED, "abandon sees its own retirement"
-    assert handler.seen_outside == (State.RUNNING, 0), (
-        "until the transaction commits, neither the retirement nor abandon's write is visible"
+    assert handler.seen_outside == (State.FAILED, True, 0), (
+        "while abandon runs, the retirement and the claim of its call are committed, "
+        "and abandon's own write is not"
     )
     assert list(Abandonment.objects.values_list("job_id", "reason")) == [(job.id, Fails.reason)], (
-        "abandon's write committed with the retirement"
+        "abandon's write committed when it returned"
     )
+    assert job.abandon_owed_at is None, "nothing is owed any more"
 
 
 def test_an_abandon_that_raises_is_logged_rolled_back_and_never_called_again(
@@ -136,3 +143,66 @@ def test_a_claimed_row_whose_deadline_has_passed_is_retired_without_running(regi
     assert job.state == State.FAILED
     assert "deadline" in job.last_error
     assert len(handler.abandoned) == 1, "the retirement is abandoned exactly once"
+
+
+def test_a_retirement_whose_process_died_before_the_call_is_abandoned_once_by_another_runner(
+    registry, make_runner, caplog
+):
+    """The crash between the two steps leaves the mark: the next runner with a handler for
+    the kind makes the call at its first pass, once, and no later pass makes it again."""
+    handler = install(registry, Fails)
+    past = timezone.now() - retirement.GRACE - timedelta(seconds=1)
+    left = make_job(
+        "k", state=State.FAILED, kind=Fails.kind, last_error="refused", abandon_owed_at=past
+    )
+    make_job("other", state=State.FAILED, kind="test.elsewhere", abandon_owed_at=past)
+    runner = make_runner(registry=registry)
+    runner.drain()
+    runner.close()  # waits for the payment its first pass started
+
+    assert handler.abandoned == [("k", "refused")], "abandon is called once, with the row's reason"
+    assert Job.objects.get(id=left.id).abandon_owed_at is None, "the debt is paid"
+    owed = Job.objects.get(key="other").abandon_owed_at
+    assert owed == past, "a kind this runner has no handler for is left to one that has"
+    [started] = events(caplog, "job_abandon_started")
+    assert "owed_since=" in started.getMessage(), "a late payment says since when it was owed"
+
+    again = make_runner(registry=registry)
+    again.drain()
+    again.close()
+    assert handler.abandoned == [("k", "refused")], "a paid debt is never paid again"
+
+
+def test_a_debt_younger_than_the_grace_is_left_to_the_process_that_retired_the_job(
+    registry, make_runner
+):
+    handler = install(registry, Fails)
+    make_job("k", state=State.FAILED, kind=Fails.kind, abandon_owed_at=timezone.now())
+    runner = make_runner(registry=registry)
+    runner.drain()
+    runner.close()
+    assert handler.abandoned == [], "its own process claims it within moments of its commit"
+    assert Job.objects.get(key="k").abandon_owed_at is not None
+
+
+def test_an_abandon_that_raises_leaves_the_debt_paid_and_is_never_called_again(
+    registry, make_runner, caplog
+):
+    """At most once: a failed call is logged, not retried, by this runner or any other."""
+
+    class Raises(Fails):
+        kind = "test.raises"
+
+        def abandon(self, job: Job, reason: str) -> None:
+            super().abandon(job, reason)
+            raise RuntimeError("the notification service is down")
+
+    handler = install(registry, Raises)
+    assert enqueue(JobSpec.now(Raises.kind, "k"))
+    make_runner(registry=registry).drain()
+    assert the_job(Raises.kind).abandon_owed_at is None, "the claim stands though the call failed"
+    later = make_runner(registry=registry, clock=lambda: timezone.now() + timedelta(hours=1))
+    later.drain()
+    later.close()
+    assert len(handler.abandoned) == 1
+    assert len(events(caplog, "job_abandon_failed")) == 1

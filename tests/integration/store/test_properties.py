@@ -26,7 +26,9 @@ the queue's promises:
   settle writes nothing (fencing).
 
 Each example runs inside a savepoint that is rolled back at its end, so
-examples never see each other's rows. `derandomize` makes CI runs repeatable.
+examples never see each other's rows; what a settle's commit runs (a retired
+job's `abandon`, after the retirement) is run at the end of the step that
+settled it (`committed`). `derandomize` makes CI runs repeatable.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 
 import pytest
 from django.db import transaction
+from django.test import TestCase
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -110,6 +113,12 @@ class Lane:
         self.slots = Slots(threading.Event())
         self.completer = Completer(store, self.slots, clock)
         self.executor = Executor(registry, self.completer, clock)
+
+
+def committed() -> Any:
+    """Run, as the block ends, what the commits of the block's transactions would
+    run (the machine's example never commits): a retirement's `abandon` call."""
+    return TestCase.captureOnCommitCallbacks(execute=True)
 
 
 def owns(row: dict[str, Any], job: Job) -> bool:
@@ -200,7 +209,8 @@ class QueueMachine(RuleBasedStateMachine):
         before = self.row(job.id)
         taken_already = held.attempt.finished
         owner = not taken_already and owns(before, job)
-        hand_over(self.lanes[held.runner].completer)
+        with committed():
+            hand_over(self.lanes[held.runner].completer)
         after = self.row(job.id)
         if outcome == "complete" and not taken_already:
             assert after == before, "a Done waits in the completer for its runner's next pass"
@@ -303,7 +313,8 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         job_id = data.draw(st.sampled_from(self.ids), label="job")
-        operations.cancel([job_id], by="the property test", registry=self.registry)
+        with committed():
+            operations.cancel([job_id], by="the property test", registry=self.registry)
 
     # -- invariants ---------------------------------------------------------------
 
