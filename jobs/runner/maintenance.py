@@ -32,7 +32,7 @@ from jobs import log, retirement, sweep
 from jobs.config import JobsSettings
 from jobs.models import Job
 from jobs.registry import Registry
-from jobs.schedules.reconcile import reconcile
+from jobs.schedules.reconcile import reconcile, repair
 from jobs.store import Store
 
 #: How often a runner looks for `abandon` calls left owed: one read of an
@@ -40,6 +40,9 @@ from jobs.store import Store
 DEBTS_CHECK_SECONDS = 5.0
 #: The most debts one look pays; more wait for the next look.
 DEBTS_BATCH = 100
+#: How often a runner looks for schedules left without an occurrence (a row
+#: edited into nonsense when one ended, then fixed): an index probe a schedule.
+SCHEDULES_REPAIR_SECONDS = 60.0
 
 
 def recover_all(registry: Registry, settings: JobsSettings, using: str | None = None) -> None:
@@ -155,3 +158,37 @@ class Debts:
         running is left to the process's end (its call then counts as made)."""
         if self._payer is not None:
             self._payer.join(timeout)
+
+
+class Upkeep:
+    """What a recovering runner looks after between its passes: the `abandon`
+    calls left owed (`Debts`, every `DEBTS_CHECK_SECONDS`) and the schedules
+    left without a live occurrence (`reconcile.repair`, every
+    `SCHEDULES_REPAIR_SECONDS`, first one interval after the start-up
+    reconcile). The loop calls `look` each pass; most calls compare a clock."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Callable[[], datetime] = timezone.now,
+        *,
+        active: bool = True,
+    ) -> None:
+        self.store = store
+        self.active = active
+        self.debts = Debts(store, registry, clock, active=active)
+        self._next_repair = time.monotonic() + SCHEDULES_REPAIR_SECONDS
+
+    def look(self) -> None:
+        self.debts.look()
+        if not self.active or time.monotonic() < self._next_repair:
+            return
+        self._next_repair = time.monotonic() + SCHEDULES_REPAIR_SECONDS
+        try:
+            repair(self.store.using)
+        except (DatabaseError, InterfaceError) as error:
+            log.event("schedules_repair_failed", logging.WARNING, outcome="failure", error=error)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.debts.close(timeout)

@@ -35,7 +35,7 @@ from jobs.runner import startup
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
-from jobs.runner.maintenance import Debts, apply_config_change, recover_all
+from jobs.runner.maintenance import Upkeep, apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.runner.slots import Slots
@@ -100,7 +100,7 @@ class Runner:
         self.executor = Executor(self.registry, self.completer, clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         self.watch = Watch(self.store, self.slots, self.completer)
-        self.debts = Debts(self.store, self.registry, clock, active=self.recovers)
+        self.upkeep = Upkeep(self.store, self.registry, clock, active=self.recovers)
         #: Called when a hung attempt makes this runner give up; `serve` makes
         #: it stop every lane of the process.
         self.on_hung: Callable[[], None] = self.stop
@@ -259,7 +259,7 @@ class Runner:
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
-        self.debts.close(timeout=5.0 if wait else 0.0)
+        self.upkeep.close(timeout=5.0 if wait else 0.0)
         if self._tallying:
             self._tallying = False
             tally.release()
@@ -332,7 +332,7 @@ class Runner:
         self._keep_watch(now, reap=False)  # reaped before the claim
         self.presence.beat(running + len(started), share)
         self._measured(running + len(started), share)
-        self.debts.look()
+        self.upkeep.look()
         if self._config_due.is_set():
             self._refresh(force=True)
         return len(claims), free

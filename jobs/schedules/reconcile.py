@@ -25,6 +25,7 @@ from jobs.queue import enqueue
 from jobs.registry import Registry
 from jobs.schedules.occurrences import aware, stored
 from jobs.schedules.plan import KEY_PREFIX, ONCE, Planned, ScheduleError, planned
+from jobs.schedules.timing import Next
 from jobs.spec import InvalidJobSpec
 from jobs.store import for_database
 
@@ -75,12 +76,10 @@ def keep(schedule: Planned, registry: Registry, using: str | None, now: datetime
                 live = None
             row.kind, row.definition, row.due_at = schedule.kind, schedule.definition(), None
         if live is None:
-            _queue_next(
-                row,
-                schedule,
-                now,
-                store.using,
+            upcoming = _queue_next(row, schedule, now, store.using)
+            log.event(
                 "schedule_replanned" if changed else "schedule_planned",
+                **_fire_fields(schedule, upcoming),
             )
         row.save(using=store.using)
 
@@ -98,22 +97,25 @@ def repair(using: str | None = None) -> int:
     """
     store = for_database(using)
     repaired = 0
-    for name in Schedule.objects.using(store.using).values_list("name", flat=True):
+    for name, kind in Schedule.objects.using(store.using).values_list("name", "kind"):
+        if _live(kind, name, store.using) is not None:
+            continue  # the usual case, read without a lock
         with transaction.atomic(using=store.using):
             row = Schedule.objects.using(store.using).select_for_update().filter(name=name).first()
             if row is None or _live(row.kind, name, store.using) is not None:
                 continue
             try:
                 schedule = Planned.stored(row.name, row.kind, row.definition)
-                _queue_next(row, schedule, timezone.now(), store.using, "schedule_repaired")
+                upcoming = _queue_next(row, schedule, timezone.now(), store.using)
             except (ScheduleError, InvalidJobSpec):
                 continue  # still nonsense: `follow` logged it when it ended the schedule
             row.save(using=store.using, update_fields=["due_at", "updated_at"])
+            log.event("schedule_repaired", **_fire_fields(schedule, upcoming))
             repaired += 1
     return repaired
 
 
-def _queue_next(row: Schedule, schedule: Planned, now: datetime, using: str, event: str) -> None:
+def _queue_next(row: Schedule, schedule: Planned, now: datetime, using: str) -> Next:
     """Queue `schedule`'s next occurrence after `row.due_at` (resumed from
     there, missed fire times as the schedule says) and note its fire time on
     `row`, which the caller saves."""
@@ -121,13 +123,16 @@ def _queue_next(row: Schedule, schedule: Planned, now: datetime, using: str, eve
     upcoming = schedule.timing.resume(due, aware(now), schedule.missed == ONCE)
     enqueue(schedule.spec(stored(upcoming.run_at)), using=using)
     row.due_at = stored(upcoming.fire_at)
-    log.event(
-        event,
-        schedule=schedule.name,
-        kind=schedule.kind,
-        fire_at=upcoming.fire_at.isoformat(),
-        run_at=upcoming.run_at.isoformat(),
-    )
+    return upcoming
+
+
+def _fire_fields(schedule: Planned, upcoming: Next) -> dict[str, str]:
+    return {
+        "schedule": schedule.name,
+        "kind": schedule.kind,
+        "fire_at": upcoming.fire_at.isoformat(),
+        "run_at": upcoming.run_at.isoformat(),
+    }
 
 
 def remove(name: str, registry: Registry, using: str | None, now: datetime) -> None:
