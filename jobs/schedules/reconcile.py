@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -126,7 +127,7 @@ def _queue_next(row: Schedule, schedule: Planned, now: datetime, using: str) -> 
     return upcoming
 
 
-def _fire_fields(schedule: Planned, upcoming: Next) -> dict[str, str]:
+def _fire_fields(schedule: Planned, upcoming: Next) -> dict[str, Any]:
     return {
         "schedule": schedule.name,
         "kind": schedule.kind,
