@@ -4,11 +4,15 @@ Each `runjobs` process (each of its lanes) writes its own row and refreshes
 it at every heartbeat; a row whose heartbeat is older than
 `RunnerProcess.STALE_AFTER` is shown as gone. The children of a `runjobs
 --processes` supervisor are listed together under its pid, host by host.
-The admin only reads them, except to delete a gone one.
+The admin only reads them, except to delete a gone one. A runner whose
+machine's clock is off from the database's by more than
+`jobs.clock.SKEW_SHOWN_ABOVE` says by how much in its "clock" column: it
+corrects its own time by it, but a machine drifting that far deserves a look.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -18,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.admin.display import badge
+from jobs.clock import SKEW_SHOWN_ABOVE
 from jobs.models import RunnerProcess
 from jobs.presentation import NOTHING, relative
 
@@ -36,6 +41,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "version",
         "started_at",
         "last_heartbeat",
+        "clock",
         "max_concurrent",
         "running",
         "kinds_list",
@@ -54,6 +60,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "queues",
         "lane",
         "lanes",
+        "clock_offset_ms",
     ]
 
     class Media:
@@ -73,6 +80,12 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     @admin.display(description="last heartbeat", ordering="heartbeat_at")
     def last_heartbeat(self, runner: RunnerProcess) -> str:
         return relative(runner.heartbeat_at, timezone.now(), glance=True)
+
+    @admin.display(description="clock", ordering="clock_offset_ms", empty_value="")
+    def clock(self, runner: RunnerProcess) -> SafeString | str:
+        """The runner's clock against the database's (`+25.0 s`: 25 s ahead),
+        when they differ by more than `SKEW_SHOWN_ABOVE`; nothing otherwise."""
+        return skew_shown(runner.clock_offset_ms)
 
     @admin.display(description="pid", ordering="pid")
     def pid_shown(self, runner: RunnerProcess) -> SafeString | str:
@@ -103,3 +116,19 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         if runner.is_gone(timezone.now()):
             return badge("gone", "gone")
         return badge("live", "live")
+
+
+def skew_shown(offset_ms: int | None) -> SafeString | str:
+    """A runner's clock skew as the runners page shows it, from its row's
+    `clock_offset_ms` (the database's lead over the runner, so a runner ahead
+    reads negative there and `+` here); '' within `SKEW_SHOWN_ABOVE`."""
+    if offset_ms is None or abs(offset_ms) <= SKEW_SHOWN_ABOVE / timedelta(milliseconds=1):
+        return ""
+    ahead = -offset_ms / 1000
+    side = "ahead of" if ahead > 0 else "behind"
+    return format_html(
+        '<span class="jobs-clock-skew" title="{}">{}</span>',
+        f"this runner's clock is {abs(ahead):.1f} s {side} the database's; "
+        "it corrects its own time by that",
+        f"{ahead:+.1f} s",
+    )

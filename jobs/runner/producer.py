@@ -23,8 +23,8 @@ from datetime import datetime
 
 from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
-from django.utils import timezone
 
+from jobs import clock as jobs_clock
 from jobs import config as jobs_config
 from jobs import controls, live_config, log, observers, wakeup
 from jobs.config import JobsSettings
@@ -35,6 +35,7 @@ from jobs.runner import startup
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
+from jobs.runner.heartbeat import Heartbeat
 from jobs.runner.maintenance import apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
@@ -66,7 +67,7 @@ class Runner:
         *,
         using: str | None = None,
         registry: Registry | None = None,
-        clock: Callable[[], datetime] = timezone.now,
+        clock: Callable[[], datetime] | None = None,
         settings: Callable[[], JobsSettings] | None = None,
         lane: int = 0,
         lanes: int = 1,
@@ -86,20 +87,23 @@ class Runner:
         self.registry = registry if registry is not None else default_registry
         #: Each kind's `JobHandler.concurrency_limit` (class attributes: read once).
         self.handler_limits = limits.of(self.registry)
-        self.clock = clock
+        self.clock = clock or jobs_clock.of(self.using)  # the database's time (`jobs.clock`)
         self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
-        self.presence = Presence(self.using, clock, lane, lanes)
+        self.presence = Presence(self.using, self.clock, lane, lanes)
         self._listener: wakeup.Listener | None = None
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
         self.doorbell = wakeup.doorbell.subscribe()
         self.stopping = threading.Event()
         self.slots = Slots(self.doorbell, lane, lanes)
-        self.completer = Completer(self.store, self.slots, clock)
-        self.executor = Executor(self.registry, self.completer, clock)
+        self.completer = Completer(self.store, self.slots, self.clock)
+        self.executor = Executor(self.registry, self.completer, self.clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         self.watch = Watch(self.store, self.slots, self.completer)
+        self.heartbeat = Heartbeat(
+            self.store, self.slots, self.clock, lambda: self._current, self._limited_kinds
+        )
         #: Called when a hung attempt makes this runner give up; `serve` makes
         #: it stop every lane of the process.
         self.on_hung: Callable[[], None] = self.stop
@@ -155,6 +159,7 @@ class Runner:
                 target=self._tick_config, name="jobs-config", daemon=True
             )
             self._ticker.start()
+        self.heartbeat.start()
         if self.recovers:
             recover_all(self.registry, self._current, self.using)
         while not self.stopping.is_set():
@@ -258,6 +263,7 @@ class Runner:
         except (DatabaseError, InterfaceError) as error:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
+        self.heartbeat.stop()
         if self._tallying:
             self._tallying = False
             tally.release()
@@ -346,10 +352,9 @@ class Runner:
         return frozenset(self.handler_limits).union(self.controls.kind_limits)
 
     def _keep_watch(self, now: datetime, *, reap: bool = True) -> None:
-        """Time out, renew, and give up on a hung handler (`jobs.runner.watch`)."""
+        """Time out, and give up on a hung handler (`jobs.runner.watch`)."""
         if reap:
             self.watch.reap(now)
-        self.watch.renew(now, self._current, self._limited_kinds)
         if self.watch.hung(now):
             self.on_hung()
 

@@ -17,9 +17,8 @@ from collections.abc import Collection
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
-from jobs import log, retirement
+from jobs import clock, log, retirement
 from jobs.models import LIVE_ROWS, Job, Schedule, State
 from jobs.queue import enqueue
 from jobs.registry import Registry
@@ -49,7 +48,7 @@ def reconcile(
         # `runjobs` and the system check refuse this before a runner starts.
         log.event("schedules_invalid", outcome="ignored", error=str(error))
         return
-    now = timezone.now()
+    now = clock.now(using)  # the database's time, as the runner has measured it
     for schedule in wanted.values():
         if only is None or schedule.name == only:
             keep(schedule, registry, using, now)
