@@ -93,8 +93,9 @@ class Attempt:
         its lease can be renewed before its settle reads it; `let_go_of` then.
 
         The renewal holding it never waits on a row lock and waits at most
-        `jobs.store.base.RENEW_LOCK_TIMEOUT` for any other, so a settle
-        (which takes the attempt first) waits no longer than that."""
+        `jobs.store.base.RENEW_LOCK_TIMEOUT` for any other (SQLite: its busy
+        timeout, for its one write lock), so a settle, which takes the
+        attempt first, waits no longer than that and the statement itself."""
         self._lock.acquire()
         if self._taken:
             self._lock.release()

@@ -64,11 +64,15 @@ class Presence:
         )
 
     def beat(self, running: int, max_concurrent: int, *, force: bool = False) -> None:
-        """Report in, if a heartbeat is due (or `force`)."""
+        """Report in, if a heartbeat is due (or `force`), or the runner's clock
+        went back since the last (corrected by the database's, `jobs.clock`:
+        a runner a minute ahead registers a minute early, and would otherwise
+        stay silent, and shown as gone, until its time caught up)."""
         if self.row is None:
             return
         now = self.clock()
-        if not force and now - self.row.heartbeat_at < RunnerProcess.HEARTBEAT:
+        since = now - self.row.heartbeat_at
+        if not force and timedelta(0) <= since < RunnerProcess.HEARTBEAT:
             return
         offset = self.clock_offset_ms()
         self.row.heartbeat_at, self.row.running = now, running

@@ -18,6 +18,7 @@ from freezegun import freeze_time
 from jobs import JobSpec, clock, enqueue
 from jobs.models import Job, RunnerProcess, State
 from jobs.registry import Registry
+from jobs.runner.presence import Presence
 from jobs.store import for_database
 from tests.helpers import running, wait_until
 from tests.integration.runner.support import T0, Blocks
@@ -248,3 +249,17 @@ def test_a_runner_given_a_clock_of_its_own_never_measures_the_databases(
     runner.drain()
     assert database_clock.last is None, "nothing was measured"
     assert runner.clock() == T0
+
+
+def test_a_runner_whose_clock_went_back_reports_in_at_once_rather_than_when_its_time_catches_up():
+    """A runner a minute ahead registers its presence before its first reading
+    of the database's clock, a minute early: corrected, its next beat must
+    not wait a minute (it would be shown as gone)."""
+    moment = [T0 + timedelta(minutes=1)]
+    presence = Presence("default", lambda: moment[0])
+    presence.register(["a"], 4)
+    moment[0] = T0 + timedelta(seconds=1)
+
+    presence.beat(running=0, max_concurrent=4)
+
+    assert RunnerProcess.objects.get().heartbeat_at == T0 + timedelta(seconds=1)
