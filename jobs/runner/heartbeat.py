@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
@@ -100,7 +101,16 @@ class Heartbeat:
     def _beat_on(self) -> None:
         try:
             while not self._stopping.wait(self.interval()):
-                self.beat()
+                try:
+                    self.beat()
+                except Exception as error:  # a bug: the next beat must still come
+                    log.event(
+                        "runner_heartbeat_failed",
+                        logging.ERROR,
+                        outcome="failure",
+                        error=repr(error),
+                        traceback=traceback.format_exc(),
+                    )
         finally:
             connections.close_all()  # this thread's own
 
@@ -113,7 +123,7 @@ class Heartbeat:
     # -- one beat ----------------------------------------------------------------
 
     def beat(self) -> None:
-        """Measure the database's clock, then renew what is due; never raises."""
+        """Measure the database's clock, then renew what is due."""
         forget_queries()
         self._measured()
         heartbeat = self.settings().heartbeat

@@ -263,3 +263,27 @@ def test_a_runner_whose_clock_went_back_reports_in_at_once_rather_than_when_its_
     presence.beat(running=0, max_concurrent=4)
 
     assert RunnerProcess.objects.get().heartbeat_at == T0 + timedelta(seconds=1)
+
+
+def test_a_heartbeat_that_raises_is_logged_and_the_next_one_still_renews(
+    blocked: Blocks, registry: Registry, make_runner, configure, caplog, monkeypatch
+):
+    configure(heartbeat_seconds=1)
+    assert enqueue(JobSpec.now(Blocks.kind, "long"))
+    runner = make_runner(registry=registry)
+    real_renew, calls = runner.heartbeat.renew, []
+
+    def renew_once_broken(now: Any, heartbeat: Any) -> None:
+        calls.append(now)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in one beat")
+        real_renew(now, heartbeat)
+
+    monkeypatch.setattr(runner.heartbeat, "renew", renew_once_broken)
+    with running(runner):
+        assert blocked.wait_running(1)
+        first = lease_of("long")
+        assert wait_until(lambda: lease_of("long") > first, 5), "a later beat renews it"
+        blocked.release.set()
+    [failed] = events(caplog, "runner_heartbeat_failed")
+    assert "a bug in one beat" in failed["error"]
