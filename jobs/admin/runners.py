@@ -4,11 +4,15 @@ Each `runjobs` process (each of its lanes) writes its own row and refreshes
 it at every heartbeat; a row whose heartbeat is older than
 `RunnerProcess.STALE_AFTER` is shown as gone. The children of a `runjobs
 --processes` supervisor are listed together under its pid, host by host.
-The admin only reads them, except to delete a gone one.
+The admin only reads them, except to delete a gone one. A runner whose
+machine's clock is off from the database's by more than
+`jobs.clock.SKEW_SHOWN_ABOVE` says by how much under its last heartbeat: it
+corrects its own time by it, but a machine drifting that far deserves a look.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -18,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.admin.display import badge
+from jobs.clock import SKEW_SHOWN_ABOVE
 from jobs.models import RunnerProcess
 from jobs.presentation import NOTHING, relative
 
@@ -54,6 +59,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "queues",
         "lane",
         "lanes",
+        "clock_offset_ms",
     ]
 
     class Media:
@@ -71,8 +77,14 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         return super().changelist_view(request, {"title": "Runners", **(extra_context or {})})
 
     @admin.display(description="last heartbeat", ordering="heartbeat_at")
-    def last_heartbeat(self, runner: RunnerProcess) -> str:
-        return relative(runner.heartbeat_at, timezone.now(), glance=True)
+    def last_heartbeat(self, runner: RunnerProcess) -> SafeString | str:
+        """When it last reported itself, and under that its clock against the
+        database's (`clock +25.0 s`: 25 s ahead) when they differ by more than
+        `SKEW_SHOWN_ABOVE`; in this cell rather than a column of its own, which
+        the page has no room for at 1280 px."""
+        heard = relative(runner.heartbeat_at, timezone.now(), glance=True)
+        skew = skew_shown(runner.clock_offset_ms)
+        return format_html("{}<br>{}", heard, skew) if skew else heard
 
     @admin.display(description="pid", ordering="pid")
     def pid_shown(self, runner: RunnerProcess) -> SafeString | str:
@@ -103,3 +115,19 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         if runner.is_gone(timezone.now()):
             return badge("gone", "gone")
         return badge("live", "live")
+
+
+def skew_shown(offset_ms: int | None) -> SafeString | str:
+    """A runner's clock skew as the runners page shows it, from its row's
+    `clock_offset_ms` (the database's lead over the runner, so a runner ahead
+    reads negative there and `+` here); '' within `SKEW_SHOWN_ABOVE`."""
+    if offset_ms is None or abs(offset_ms) <= SKEW_SHOWN_ABOVE / timedelta(milliseconds=1):
+        return ""
+    ahead = -offset_ms / 1000
+    side = "ahead of" if ahead > 0 else "behind"
+    return format_html(
+        '<span class="jobs-clock-skew" title="{}">clock {}</span>',
+        f"this runner's clock is {abs(ahead):.1f} s {side} the database's; "
+        "it corrects its own time by that",
+        f"{ahead:+.1f} s",
+    )

@@ -25,13 +25,13 @@ def lease_for(budget: timedelta, heartbeat: timedelta | None = None) -> timedelt
     """The lease written for an attempt with `budget`: slightly longer, so the
     runner's own timeout fires before another runner could take the row; or,
     with heartbeats on, three heartbeats when that is shorter (the runner
-    renews it while the attempt runs: `jobs.runner.watch`)."""
+    renews it while the attempt runs: `jobs.runner.heartbeat`)."""
     lease = budget + max(timedelta(seconds=1), budget / 20)
     return lease if heartbeat is None else min(lease, RENEWALS_PER_LEASE * heartbeat)
 
 
-#: A heartbeat lease outlasts this many heartbeats: a renewal missed (a slow
-#: pass, a busy database) never costs the attempt its row.
+#: A heartbeat lease outlasts this many heartbeats: a renewal missed (a busy
+#: database, a row locked for a moment) never costs the attempt its row.
 RENEWALS_PER_LEASE = 3
 
 
@@ -69,6 +69,11 @@ class Attempt:
         #: Set when the worker's call into the handler has returned, however it
         #: ended: an attempt timed out without it is still holding a thread.
         self.returned = False
+        #: Set by the heartbeat when the attempt's lease ran out before a
+        #: renewal got through, or its row turned out to be another's: the
+        #: runner no longer renews it, and its settle will lose
+        #: (`jobs.runner.heartbeat`).
+        self.lease_lost = False
 
     @property
     def finished(self) -> bool:
@@ -85,7 +90,12 @@ class Attempt:
 
     def hold_if_running(self) -> bool:
         """Hold the attempt's lock if nobody has taken it yet (True), so that
-        its lease can be renewed before its settle reads it; `let_go_of` then."""
+        its lease can be renewed before its settle reads it; `let_go_of` then.
+
+        The renewal holding it never waits on a row lock and waits at most
+        `jobs.store.base.RENEW_LOCK_TIMEOUT` for any other (SQLite: its busy
+        timeout, for its one write lock), so a settle, which takes the
+        attempt first, waits no longer than that and the statement itself."""
         self._lock.acquire()
         if self._taken:
             self._lock.release()

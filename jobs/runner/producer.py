@@ -6,7 +6,8 @@ statement and commit that settles the completer's `Done` batch; the executor
 builds an attempt for each claim, and the pool runs them. `max_concurrent` is
 enforced here, per pass: raising it widens the next claim, lowering it only
 stops claiming until running attempts finish. The config row is re-read every
-`CONFIG_CHECK_SECONDS`, busy or idle; a change ends an idle wait at once.
+`JOBS_CONFIG_CHECK_SECONDS` (`jobs.runner.ticker`), busy or idle; a change
+ends an idle wait at once.
 A pass's bookkeeping (that re-read, the `watch` over budgets, leases and hung
 handlers, the heartbeat) runs after its claims are handed on, never between a
 wake-up and the claim: each is a round trip a new job would wait for.
@@ -21,10 +22,9 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
-from django.utils import timezone
 
+from jobs import clock as jobs_clock
 from jobs import config as jobs_config
 from jobs import controls, live_config, log, observers, wakeup
 from jobs.config import JobsSettings
@@ -35,16 +35,14 @@ from jobs.runner import startup
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
+from jobs.runner.heartbeat import Heartbeat
 from jobs.runner.maintenance import Upkeep, apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.runner.slots import Slots
+from jobs.runner.ticker import ConfigTicker
 from jobs.runner.watch import Watch
 from jobs.store import for_database, limits
-
-#: The longest an idle runner goes without re-reading the config row, unless
-#: `settings.JOBS_CONFIG_CHECK_SECONDS` says otherwise.
-CONFIG_CHECK_SECONDS = 1.0
 
 
 class Runner:
@@ -66,7 +64,7 @@ class Runner:
         *,
         using: str | None = None,
         registry: Registry | None = None,
-        clock: Callable[[], datetime] = timezone.now,
+        clock: Callable[[], datetime] | None = None,
         settings: Callable[[], JobsSettings] | None = None,
         lane: int = 0,
         lanes: int = 1,
@@ -86,30 +84,30 @@ class Runner:
         self.registry = registry if registry is not None else default_registry
         #: Each kind's `JobHandler.concurrency_limit` (class attributes: read once).
         self.handler_limits = limits.of(self.registry)
-        self.clock = clock
+        self.clock = clock or jobs_clock.of(self.using)  # the database's time (`jobs.clock`)
         self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
-        self.presence = Presence(self.using, clock, lane, lanes)
+        self.presence = Presence(self.using, self.clock, lane, lanes)
         self._listener: wakeup.Listener | None = None
-        self._ticker: threading.Thread | None = None
-        self._ticker_stop = threading.Event()
+        #: Marks the config row due for a re-read (`jobs.runner.ticker`).
+        self.ticker = ConfigTicker()
         self.doorbell = wakeup.doorbell.subscribe()
         self.stopping = threading.Event()
         self.slots = Slots(self.doorbell, lane, lanes)
-        self.completer = Completer(self.store, self.slots, clock)
-        self.executor = Executor(self.registry, self.completer, clock)
+        self.completer = Completer(self.store, self.slots, self.clock)
+        self.executor = Executor(self.registry, self.completer, self.clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         self.watch = Watch(self.store, self.slots, self.completer)
-        self.upkeep = Upkeep(self.store, self.registry, clock, active=self.recovers)
+        self.upkeep = Upkeep(self.store, self.registry, self.clock, active=self.recovers)
+        self.heartbeat = Heartbeat(
+            self.store, self.slots, self.clock, lambda: self._current, self._limited_kinds
+        )
         #: Called when a hung attempt makes this runner give up; `serve` makes
         #: it stop every lane of the process.
         self.on_hung: Callable[[], None] = self.stop
         #: Set when the config row must be read again before the next claim:
         #: a reload request (SIGHUP, a notice) or a save in this process.
         self._config_stale = threading.Event()
-        #: Set by the config ticker every `JOBS_CONFIG_CHECK_SECONDS`: the row
-        #: is read again after the next pass's claims are handed on.
-        self._config_due = threading.Event()
         self._config_generation = live_config.generation()
         #: The operator's controls (paused queues and kinds, limits set in the
         #: database), read with the config row.
@@ -127,9 +125,6 @@ class Runner:
             # `run()` waits for the database and reads the row before claiming.
             connections[self.using].close()
             self._current = jobs_config.initial()
-        self._config_check = float(
-            getattr(django_settings, "JOBS_CONFIG_CHECK_SECONDS", CONFIG_CHECK_SECONDS)
-        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -151,11 +146,8 @@ class Runner:
                 self.using, on_work=self.doorbell.set, on_config=self.reload
             )
             self._listener.start()
-        if self._ticker is None:
-            self._ticker = threading.Thread(
-                target=self._tick_config, name="jobs-config", daemon=True
-            )
-            self._ticker.start()
+        self.ticker.start()
+        self.heartbeat.start()
         if self.recovers:
             recover_all(self.registry, self._current, self.using)
         while not self.stopping.is_set():
@@ -204,11 +196,6 @@ class Runner:
         """Re-read the config now (SIGHUP, a notice). Safe from a signal handler."""
         self._config_stale.set()
         self.doorbell.set()
-
-    def _tick_config(self) -> None:
-        """Mark the config due every `JOBS_CONFIG_CHECK_SECONDS` of real time."""
-        while not self._ticker_stop.wait(self._config_check):
-            self._config_due.set()
 
     def stop(self) -> None:
         """Stop claiming; attempts already running go on. Safe from a signal handler."""
@@ -260,12 +247,13 @@ class Runner:
             log.event("runner_settle_failed", logging.ERROR, error=error)
         self.pool.close(timeout=5.0 if wait else 0.0)
         self.upkeep.close(timeout=5.0 if wait else 0.0)
+        self.heartbeat.stop()
         if self._tallying:
             self._tallying = False
             tally.release()
         forget_runner(self.presence.name)
         wakeup.doorbell.unsubscribe(self.doorbell)
-        self._ticker_stop.set()
+        self.ticker.stop()
         if self._listener is not None:
             self._listener.stop(5)
         try:
@@ -333,7 +321,7 @@ class Runner:
         self.presence.beat(running + len(started), share)
         self._measured(running + len(started), share)
         self.upkeep.look()
-        if self._config_due.is_set():
+        if self.ticker.due.is_set():
             self._refresh(force=True)
         return len(claims), free
 
@@ -349,10 +337,9 @@ class Runner:
         return frozenset(self.handler_limits).union(self.controls.kind_limits)
 
     def _keep_watch(self, now: datetime, *, reap: bool = True) -> None:
-        """Time out, renew, and give up on a hung handler (`jobs.runner.watch`)."""
+        """Time out, and give up on a hung handler (`jobs.runner.watch`)."""
         if reap:
             self.watch.reap(now)
-        self.watch.renew(now, self._current, self._limited_kinds)
         if self.watch.hung(now):
             self.on_hung()
 
@@ -363,7 +350,7 @@ class Runner:
         if not (force or self._config_stale.is_set() or generation != self._config_generation):
             return self._current
         self._config_stale.clear()
-        self._config_due.clear()
+        self.ticker.due.clear()
         self._config_generation = generation
         previous, self._current = self._current, self.settings()
         self.controls = controls.applied(self.controls, self.read_controls())
@@ -383,7 +370,7 @@ class Runner:
         while not self.stopping.is_set():
             remaining = self._current.poll_interval.total_seconds() - waited
             step = min(
-                remaining, self._config_check, self.watch.wait_seconds(self.clock(), self._current)
+                remaining, self.ticker.seconds, self.watch.wait_seconds(self.clock(), self._current)
             )
             if step <= 0 or self.doorbell.wait(step):
                 return

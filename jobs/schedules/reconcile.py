@@ -18,9 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
-from jobs import log, retirement
+from jobs import clock, log, retirement
 from jobs.models import LIVE_ROWS, Job, Schedule, State
 from jobs.queue import enqueue
 from jobs.registry import Registry
@@ -52,7 +51,7 @@ def reconcile(
         # `runjobs` and the system check refuse this before a runner starts.
         log.event("schedules_invalid", outcome="ignored", error=str(error))
         return
-    now = timezone.now()
+    now = clock.now(using)  # the database's time, as the runner has measured it
     for schedule in wanted.values():
         if only is None or schedule.name == only:
             keep(schedule, registry, using, now)
@@ -107,7 +106,7 @@ def repair(using: str | None = None) -> int:
                 continue
             try:
                 schedule = Planned.stored(row.name, row.kind, row.definition)
-                upcoming = _queue_next(row, schedule, timezone.now(), store.using)
+                upcoming = _queue_next(row, schedule, clock.now(using), store.using)
             except (ScheduleError, InvalidJobSpec):
                 continue  # still nonsense: `follow` logged it when it ended the schedule
             row.save(using=store.using, update_fields=["due_at", "updated_at"])

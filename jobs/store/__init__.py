@@ -17,10 +17,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from jobs.drivers import MissingDriver, missing_driver
-from jobs.store.base import NewJob, Store
+from jobs.store.base import NewJob, Renewal, Store
 from jobs.store.rows import Claim
 
-__all__ = ["Claim", "NewJob", "Store", "for_database"]
+__all__ = ["Claim", "NewJob", "Renewal", "Store", "for_database"]
 
 #: Each vendor's store (module, class), by Django's `connection.vendor`.
 _VENDORS: dict[str, tuple[str, str]] = {

@@ -11,8 +11,6 @@ differs (the claim, the insert) and the wake-up its database can carry.
 
 from __future__ import annotations
 
-import functools
-import operator
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,7 +20,7 @@ from typing import Any
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, Q
+from django.db.models import Field
 
 from jobs import history
 from jobs.models import Job, LimitedAttempt, State
@@ -64,6 +62,24 @@ class NewJob:
     traceparent: str | None = None
 
 
+#: The longest a renewal waits for a lock other than a row's (a table lock,
+#: a counted attempt's row): a renewal that would wait longer fails, and its
+#: rows are tried again at the next heartbeat.
+RENEW_LOCK_TIMEOUT = timedelta(seconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What a renewal did with the attempts it was given."""
+
+    #: The jobs whose leases it extended.
+    renewed: frozenset[uuid.UUID]
+    #: Those it left for the next heartbeat: their attempt still owns the row,
+    #: but another session holds a lock on it. Any other attempt it was given
+    #: no longer owns its row (cancelled, or taken by another runner).
+    held: frozenset[uuid.UUID] = frozenset()
+
+
 class Store:
     """The only door to the `jobs_job` table for the queue and the runner."""
 
@@ -87,6 +103,12 @@ class Store:
         connection.validate_thread_sharing()
         with connection.wrap_database_errors:
             return connection.make_cursor(connection.create_cursor())
+
+    def database_now(self) -> datetime | None:
+        """The database server's clock, read now (`jobs.clock` measures its
+        offset to the runner's); None where the database shares the runner's
+        machine and clock (SQLite)."""
+        return None
 
     def prepare(self, column: str, value: Any) -> Any:
         """A Python value as the database driver wants it for `column` of
@@ -211,22 +233,38 @@ class Store:
         reclaimed row's entry for the attempt it was taken from)."""
         raise NotImplementedError
 
-    def renew(self, jobs: Sequence[Job], until: datetime, limited: Sequence[uuid.UUID]) -> int:
-        """Extend the leases of the attempts `jobs` describe to `until`, in one
-        statement, each fenced on its attempt (a row another runner has
-        claimed since, or an operator cancelled, is left alone); and the
-        counted attempts of limited kinds among them (`limited`) likewise.
-        How many rows were renewed."""
-        pairs = functools.reduce(
-            operator.or_, (Q(id=job.id, attempts=job.attempts) for job in jobs)
-        )
+    def renew(self, jobs: Sequence[Job], until: datetime, limited: Sequence[uuid.UUID]) -> Renewal:
+        """Extend the leases of the attempts `jobs` describe to `until`, and those
+        of the counted attempts of limited kinds among them (`limited`).
+
+        Each is fenced on its attempt as a settle is (id, `running`, the
+        attempt number and the lease it holds): a row another runner has
+        claimed since, an operator cancelled, or that was requeued and claimed
+        again, is left alone. Never waits on a row another session has
+        locked: that row is left for the next heartbeat (`Renewal.held`);
+        a vendor with row locks skips it, with a short lock timeout for the
+        rest (`RENEW_LOCK_TIMEOUT`). Here, for SQLite, whose one write lock
+        is waited for under the connection's busy timeout, no row is ever
+        held by another session.
+        """
+        fence = {job.id: (job.attempts, job.lease_expires_at) for job in jobs}
         with transaction.atomic(using=self.using):
-            rows = Job.objects.using(self.using).filter(pairs, state=State.RUNNING)
-            renewed = rows.update(lease_expires_at=until)
-            if limited:
-                counted = LimitedAttempt.objects.using(self.using).filter(job_id__in=limited)
-                counted.update(lease_expires_at=until)
-        return renewed
+            rows = Job.objects.using(self.using).filter(id__in=list(fence), state=State.RUNNING)
+            owned = frozenset(
+                job_id
+                for job_id, attempts, lease in rows.values_list(
+                    "id", "attempts", "lease_expires_at"
+                )
+                if fence[job_id] == (attempts, lease)
+            )
+            if owned:
+                rows.filter(id__in=owned).update(lease_expires_at=until)
+                counted = [job_id for job_id in limited if job_id in owned]
+                if counted:
+                    LimitedAttempt.objects.using(self.using).filter(job_id__in=counted).update(
+                        lease_expires_at=until
+                    )
+        return Renewal(owned)
 
     def reschedule(self, job: Job, now: datetime, run_at: datetime) -> bool:
         """Back to `queued` at `run_at` with a fresh attempt budget; identity kept."""

@@ -344,6 +344,7 @@ def crowded_queue(now: datetime) -> None:
             heartbeat_at=now - timedelta(minutes=lane * 5),
             max_concurrent=16,
             kinds=LONG_KINDS,
+            clock_offset_ms=-25_300 if lane else None,  # one runner's clock is 25 s ahead
         )
 
 

@@ -15,9 +15,9 @@ import signal
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,27 @@ def count_events(logs: Iterable[str], name: str) -> int:
     return sum(
         1 for text in logs for line in text.splitlines() if re.search(rf" jobs {name}\b", line)
     )
+
+
+def ran_twice_at_once(books: Books, shift: Mapping[int, timedelta] | None = None) -> int:
+    """How many jobs had two executions running at the same time (concurrent
+    duplicates): one started before the other had finished, or never finished.
+
+    `shift` adds to the times a process recorded (by pid), to bring them onto
+    one clock: a runner under libfaketime records its executions in its own.
+    """
+    shift = shift or {}
+
+    def span(run: Run) -> tuple[datetime, datetime | None]:
+        moved = shift.get(run.pid, timedelta(0))
+        return run.started_at + moved, None if run.finished_at is None else run.finished_at + moved
+
+    twice = 0
+    for runs in books.runs.values():
+        spans = sorted(span(run) for run in runs)
+        if any(end is None or end > start for (_, end), (start, _) in itertools.pairwise(spans)):
+            twice += 1
+    return twice
 
 
 @dataclass

@@ -70,6 +70,19 @@ SCENARIOS = {
         "SIGTERM with 8 attempts running: all 8 finish and are stored, exit 0 within the grace."
     ),
     "memory (100,000-job drain)": "Resident memory stays within the stated bound.",
+    "row lock held past the lease": (
+        "Another session holds `SELECT ... FOR UPDATE` on one of eight running rows for longer "
+        "than its lease: the renewal skips that row (`job_renewal_skipped`) and renews the "
+        "others on the heartbeat's own connection; no job runs twice, none twice at once."
+    ),
+    "runner clock +60 s": (
+        "A runner whose clock is a minute ahead, beside the runner holding eight long jobs: "
+        "it tells time by the database's clock (`runner_clock_skew`) and takes none of them."
+    ),
+    "runner clock -60 s": (
+        "A runner whose clock is a minute behind holds eight long jobs: the leases it writes "
+        "are on the database's clock, and the runner beside it takes none of them."
+    ),
 }
 
 COLUMNS = (

@@ -20,17 +20,18 @@ The verbs are here; their statements in `.sql`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, transaction
 
 from jobs.models import Job
-from jobs.store.base import NewJob
+from jobs.store.base import RENEW_LOCK_TIMEOUT, NewJob, Renewal
 from jobs.store.mysql import sql
 from jobs.store.orm import OrmStore, with_ids
 from jobs.store.rows import (
@@ -288,6 +289,43 @@ class MySQLStore(OrmStore):
                 [at, at, *result_params, *prepared.values()],
             )
         return set(won)
+
+    def renew(self, jobs: Sequence[Job], until: datetime, limited: Sequence[uuid.UUID]) -> Renewal:
+        """The rows still owned, read once without a lock and once locking with
+        `SKIP LOCKED`, then one update for the rows locked (and one for their
+        counted attempts), all under a lock wait of `RENEW_LOCK_TIMEOUT`."""
+        if not jobs:
+            return Renewal(frozenset())
+        fences = {(job.id, job.attempts, job.lease_expires_at) for job in jobs}
+        ids = [self.prepare("id", job.id) for job in jobs]
+
+        def owned(statement: str) -> set[uuid.UUID]:
+            cursor.execute(statement.format(ids=placeholders(len(ids))), ids)
+            rows = [(decode_uuid(r[0]), r[1], naive_utc_datetime(r[2])) for r in cursor.fetchall()]
+            return {row[0] for row in rows if row in fences}
+
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            # In whole seconds, at least one.
+            cursor.execute(sql.LOCK_WAIT_SQL, [max(1, round(RENEW_LOCK_TIMEOUT.total_seconds()))])
+            try:
+                seen, mine = owned(sql.RUNNING_FENCES_SQL), owned(sql.LOCK_RUNNING_SKIP_LOCKED_SQL)
+                at = self.prepare("lease_expires_at", until)
+                for statement, chosen in (
+                    (sql.RENEW_SQL, list(mine)),
+                    (sql.RENEW_COUNTED_SQL, [job_id for job_id in limited if job_id in mine]),
+                ):
+                    if chosen:
+                        keys = [self.prepare("id", job_id) for job_id in chosen]
+                        cursor.execute(statement.format(ids=placeholders(len(keys))), [at, *keys])
+            finally:
+                with contextlib.suppress(DatabaseError):
+                    cursor.execute(sql.LOCK_WAIT_RESTORED_SQL)
+        return Renewal(renewed=frozenset(mine), held=frozenset(seen - mine))
+
+    def database_now(self) -> datetime | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql.CLOCK_SQL)
+            return cursor.fetchone()[0].replace(tzinfo=UTC)  # type: ignore[no-any-return]
 
     def claim(
         self,

@@ -166,3 +166,30 @@ COMPLETE_MANY_SQL = """
 #: Take a kind's gate (`Store.gated`) if no other connection holds it: a named
 #: lock, 1 when taken, tried without waiting (timeout 0).
 TRY_GATE_SQL = "GET_LOCK(%s, 0)"
+
+#: A renewal's lock wait (`Store.renew`): the session's own is kept and put
+#: back after, since both MySQL and MariaDB set it for the session only.
+LOCK_WAIT_SQL = (
+    "SET @jobs_lock_wait = @@SESSION.innodb_lock_wait_timeout, "
+    "SESSION innodb_lock_wait_timeout = %s"
+)
+LOCK_WAIT_RESTORED_SQL = "SET SESSION innodb_lock_wait_timeout = @jobs_lock_wait"
+
+#: The fences (attempt and lease) of the given rows still running: read
+#: without a lock (what the renewal was given that still owns its row), then
+#: under a lock skipping the rows another session holds (what it renews).
+#: Through the primary key, as the claim's locks are.
+RUNNING_FENCES_SQL = (
+    "SELECT `id`, `attempts`, `lease_expires_at` FROM jobs_job FORCE INDEX (PRIMARY)"
+    " WHERE `id` IN ({ids}) AND `state` = 'running'"
+)
+LOCK_RUNNING_SKIP_LOCKED_SQL = RUNNING_FENCES_SQL + " FOR UPDATE SKIP LOCKED"
+
+#: Write the renewed lease on the locked rows, and on their counted attempts.
+RENEW_SQL = "UPDATE jobs_job SET `lease_expires_at` = %s WHERE `id` IN ({ids})"
+RENEW_COUNTED_SQL = (
+    "UPDATE jobs_limitedattempt SET `lease_expires_at` = %s WHERE `job_id` IN ({ids})"
+)
+
+#: The server's clock now, in UTC (the column type Django gives dates here).
+CLOCK_SQL = "SELECT UTC_TIMESTAMP(6)"

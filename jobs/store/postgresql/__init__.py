@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from jobs.models import Job
 from jobs.spec import strict_json
 from jobs.stopping import Stopping
-from jobs.store.base import NewJob
+from jobs.store.base import RENEW_LOCK_TIMEOUT, NewJob, Renewal
 from jobs.store.orm import OrmStore
 from jobs.store.postgresql import driver, sql
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
@@ -188,6 +188,36 @@ class PostgreSQLStore(OrmStore):
             for row in rows
         ]
         return in_claim_order(claims)
+
+    def renew(self, jobs: Sequence[Job], until: datetime, limited: Sequence[uuid.UUID]) -> Renewal:
+        """One statement (`sql.RENEW_SQL`) under a lock timeout of
+        `RENEW_LOCK_TIMEOUT` for this transaction alone."""
+        if not jobs:
+            return Renewal(frozenset())
+        params: dict[str, Any] = {
+            "ids": plain_array_literal(job.id.hex for job in jobs),
+            "attempts": plain_array_literal(str(job.attempts) for job in jobs),
+            "leases": plain_array_literal(
+                None if job.lease_expires_at is None else job.lease_expires_at.isoformat()
+                for job in jobs
+            ),
+            "limited": plain_array_literal(job_id.hex for job_id in limited),
+            "until": until,
+        }
+        timeout = f"{RENEW_LOCK_TIMEOUT / timedelta(milliseconds=1):.0f}ms"
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(sql.LOCK_TIMEOUT_SQL, [timeout])
+            cursor.execute(sql.RENEW_SQL, params)
+            rows = cursor.fetchall()
+        return Renewal(
+            renewed=frozenset(job_id for job_id, renewed in rows if renewed),
+            held=frozenset(job_id for job_id, renewed in rows if not renewed),
+        )
+
+    def database_now(self) -> datetime | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql.CLOCK_SQL)
+            return cursor.fetchone()[0]  # type: ignore[no-any-return]
 
     @contextlib.contextmanager
     def gated(self, kinds: Sequence[str]) -> Iterator[set[str]]:

@@ -288,3 +288,55 @@ GATES_SQL = f"""
     SELECT kind FROM unnest(%s::text[]) AS kind
     WHERE pg_try_advisory_xact_lock({ADVISORY_LOCK_CLASS}, hashtext(kind))
 """
+
+#: The longest this transaction waits for a lock (a renewal's: see
+#: `RENEW_SQL`); `is_local`, so it ends with the transaction.
+LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, true)"
+
+#: Renew the leases of running attempts, each fenced on its claim (attempt
+#: number and lease, as the settles are), and the counted attempts of limited
+#: kinds among them, skipping every row another session holds a lock on
+#: rather than waiting for it: one locked row (an operator's cancel, a
+#: `SELECT ... FOR UPDATE` in the project's code) used to hold the renewal
+#: of every other. Rows come back as (id, renewed): false for a row whose
+#: attempt still owns it (as the statement's snapshot saw it) but that was
+#: locked, to be tried again at the next heartbeat. The lock is taken on
+#: the row's latest version, with the fence checked again there, so a row
+#: cancelled or taken since the snapshot is never renewed.
+RENEW_SQL = """
+    WITH fence AS MATERIALIZED (
+        SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(leases)s::timestamptz[])
+             AS f(id, attempts, lease)
+    ),
+    owned AS (
+        SELECT j.id FROM jobs_job AS j JOIN fence ON fence.id = j.id
+        WHERE j.id = ANY(%(ids)s::uuid[])
+          AND j.attempts = fence.attempts AND j.lease_expires_at = fence.lease
+    ),
+    mine AS (
+        SELECT j.id FROM jobs_job AS j
+        WHERE j.id = ANY(%(ids)s::uuid[])
+          AND (j.id, j.attempts, j.lease_expires_at) IN (SELECT id, attempts, lease FROM fence)
+        FOR UPDATE SKIP LOCKED
+    ),
+    renewed AS (
+        UPDATE jobs_job AS j SET lease_expires_at = %(until)s
+        WHERE j.id = ANY(ARRAY(SELECT id FROM mine))
+        RETURNING j.id
+    ),
+    counted AS (
+        UPDATE jobs_limitedattempt AS s SET lease_expires_at = %(until)s
+        WHERE s.job_id = ANY(ARRAY(
+            SELECT c.job_id FROM jobs_limitedattempt AS c
+            WHERE c.job_id = ANY(%(limited)s::uuid[])
+              AND c.job_id = ANY(ARRAY(SELECT id FROM renewed))
+            FOR UPDATE SKIP LOCKED
+        ))
+    )
+    SELECT id, true FROM renewed
+    UNION ALL
+    SELECT id, false FROM owned WHERE id <> ALL(ARRAY(SELECT id FROM renewed))
+"""
+
+#: The server's clock now (not the transaction's start, as `now()` is).
+CLOCK_SQL = "SELECT clock_timestamp()"

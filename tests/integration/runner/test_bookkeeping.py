@@ -68,11 +68,11 @@ def test_a_pass_due_to_reread_the_config_claims_first_and_reads_it_after_the_han
 ):
     runner, order = watched_with_a_job(registry, make_runner)
 
-    runner._config_due.set()  # what the config ticker does every JOBS_CONFIG_CHECK_SECONDS
+    runner.ticker.due.set()  # what the config ticker does every JOBS_CONFIG_CHECK_SECONDS
     claimed, _ = runner.run_pass()
 
     assert (claimed, order.steps) == (1, ["claim", "config"])
-    assert not runner._config_due.is_set(), "read in that pass, so not again in the next"
+    assert not runner.ticker.due.is_set(), "read in that pass, so not again in the next"
 
 
 def test_a_reload_someone_asked_for_is_read_before_the_claim(registry, make_runner):

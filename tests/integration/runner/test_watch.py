@@ -1,6 +1,6 @@
-"""The runner's watch over its attempts' time (`jobs.runner.watch`): heartbeat
-leases renewed while an attempt runs and fenced on it, and a hung handler
-that makes its runner give up."""
+"""The runner's watch over its attempts' time (`jobs.runner.watch`): a hung
+handler that makes its runner give up. Leases renewed while an attempt runs
+are the heartbeat's (test_heartbeat.py)."""
 
 from __future__ import annotations
 
@@ -9,63 +9,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.registry import Registry
 from tests.helpers import running, wait_until
-from tests.integration.runner.support import Blocks, Recording, install
+from tests.integration.runner.support import Recording, install
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def lease_of(key: str) -> Any:
-    return Job.objects.get(key=key).lease_expires_at
-
-
-def test_a_running_attempts_lease_is_renewed_every_heartbeat_and_never_runs_out(
-    blocked: Blocks, registry: Registry, make_runner, configure
-):
-    configure(heartbeat_seconds=1)
-    assert enqueue(JobSpec.now(Blocks.kind, "long"))
-    runner = make_runner(registry=registry)
-    with running(runner):
-        assert blocked.wait_running(1)
-        first = lease_of("long")
-        assert first - timezone.now() <= timedelta(seconds=3), "three heartbeats at claim"
-        seen = [first]
-        for _ in range(3):
-            assert wait_until(lambda: lease_of("long") > seen[-1], 5), "renewed"
-            seen.append(lease_of("long"))
-            assert seen[-1] > timezone.now(), "the lease never runs out while it runs"
-        blocked.release.set()
-        assert wait_until(lambda: Job.objects.get(key="long").state == State.DONE, 5), (
-            "the settle, fenced on the renewed lease, still wins"
-        )
-    assert len(blocked.runs) == 1
-
-
-def test_a_renewal_never_revives_a_row_another_runner_took_or_an_operator_cancelled(
-    blocked: Blocks, registry: Registry, make_runner, configure
-):
-    configure(heartbeat_seconds=1)
-    assert enqueue(JobSpec.now(Blocks.kind, "taken"))
-    assert enqueue(JobSpec.now(Blocks.kind, "cancelled"))
-    runner = make_runner(registry=registry)
-    with running(runner):
-        assert blocked.wait_running(2)
-        taken_until = timezone.now() + timedelta(hours=1)
-        Job.objects.filter(key="taken").update(attempts=2, lease_expires_at=taken_until)
-        Job.objects.filter(key="cancelled").update(state=State.CANCELLED, lease_expires_at=None)
-        passes = runner.passes
-        assert wait_until(lambda: runner.passes > passes + 2 and runner.watch._renewed_at, 5)
-        renewed_at = runner.watch._renewed_at
-        assert wait_until(lambda: runner.watch._renewed_at != renewed_at, 5), "a renewal ran"
-        taken, cancelled = Job.objects.get(key="taken"), Job.objects.get(key="cancelled")
-        assert taken.lease_expires_at == taken_until, "the other runner's lease is untouched"
-        assert (cancelled.state, cancelled.lease_expires_at) == (State.CANCELLED, None)
-        blocked.release.set()
 
 
 class Hangs(Recording):
