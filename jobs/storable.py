@@ -30,8 +30,8 @@ strict_json = json.JSONEncoder(allow_nan=False).encode
 #: The deepest nesting of objects and arrays a stored JSON value may have:
 #: MariaDB's `JSON_VALID`, the check on its JSON columns, refuses a 32nd level
 #: (`[[...]]` 32 deep), and the bound is the same on every database so that a
-#: job that queues on one queues on all. Checked without recursion, so a value
-#: nested thousands deep is refused with this sentence, not a RecursionError.
+#: job that queues on one queues on all. A value nested thousands deep is
+#: refused with the same sentence, never a RecursionError.
 JSON_MAX_DEPTH = 31
 
 #: What `json` writes as an object or an array.
@@ -48,18 +48,24 @@ def json_text(value: Any, what: str, max_bytes: int) -> str:
     """`value` as the JSON text a row keeps (escaped to ASCII, as SQLite and
     MySQL store it), checked against every database; raises `Unstorable`
     naming `what` and its fault. `max_bytes` bounds the text."""
-    if deeper_than(value, JSON_MAX_DEPTH):
-        raise Unstorable(
-            f"{what} is nested more than {JSON_MAX_DEPTH} levels deep (or contains itself); "
-            "MariaDB refuses deeper JSON, so no database here stores it"
-        )
     try:
         text = strict_json(value)
+    except RecursionError:  # the encoder's own bound, thousands deep: raised, never a crash
+        raise Unstorable(_too_deep(what)) from None
     except (TypeError, ValueError) as error:
         raise Unstorable(f"{what} is not JSON-serialisable: {error}") from error
     size = len(text)  # ASCII: one byte a character
     if size > max_bytes:
         raise Unstorable(f"{what} is {size} bytes of JSON; the limit is {max_bytes}")
+    # Every object or array writes two brackets, so a short text, or one with
+    # few brackets (every usual value), cannot nest deep: the walk is for the
+    # others.
+    if (
+        size > 2 * JSON_MAX_DEPTH
+        and text.count("[") + text.count("{") > JSON_MAX_DEPTH
+        and deeper_than(value, JSON_MAX_DEPTH)
+    ):
+        raise Unstorable(_too_deep(what))
     # Both escapes below can also be a backslash written before "u0000" or
     # "ud...": only then is the value itself searched.
     if "\\u0000" in text and _any_text(value, _has_nul):
@@ -70,6 +76,13 @@ def json_text(value: Any, what: str, max_bytes: int) -> str:
             f"{what} contains a lone surrogate, which is not text PostgreSQL or MariaDB can store"
         )
     return text
+
+
+def _too_deep(what: str) -> str:
+    return (
+        f"{what} is nested more than {JSON_MAX_DEPTH} levels deep, "
+        "which MariaDB refuses (the bound is the same on every database)"
+    )
 
 
 def storable_text(text: str) -> str:
@@ -83,9 +96,9 @@ def storable_text(text: str) -> str:
 
 
 def deeper_than(value: Any, limit: int) -> bool:
-    """Whether `value` nests objects and arrays more than `limit` deep, found
-    level by level without recursion. A flat object (the usual payload or
-    result) is one pass over its values."""
+    """Whether `value` nests objects and arrays (dicts, lists, tuples) more than
+    `limit` deep, found level by level without recursion (so also for a value
+    that contains itself, or one too deep for Python's own recursion)."""
     if type(value) in _SCALARS:
         return False
     level = [value] if isinstance(value, _CONTAINERS) else []
@@ -130,11 +143,3 @@ def _has_lone_surrogate(text: str) -> bool:
         return True
     return False
 
-
-def json_problem(value: Any, what: str, max_bytes: int) -> str | None:
-    """Why `value` cannot be stored as JSON (`json_text`), or None when it can."""
-    try:
-        json_text(value, what, max_bytes)
-    except Unstorable as error:
-        return str(error)
-    return None

@@ -32,7 +32,7 @@ from datetime import timedelta
 
 from jobs import history
 from jobs.handlers import RESULT_MAX_BYTES, Done, Failed, JobHandler, Outcome, Reschedule, Retry
-from jobs.storable import json_problem, storable_text
+from jobs.storable import Unstorable, json_text, storable_text
 
 #: How much of a value the reasons below quote: enough to recognise it, never
 #: a row's worth of whatever a handler returned.
@@ -41,16 +41,15 @@ _QUOTE = reprlib.Repr(maxstring=200, maxother=200, maxlist=10, maxdict=10, maxle
 
 def checked(handler: JobHandler, returned: object) -> Outcome:
     """`returned`, what `handler.run` returned, as the outcome to settle."""
-    if type(returned) is Done and returned.result is None:
-        return returned  # the usual `Done()`: nothing to check
-    name = type(handler).__name__
     if isinstance(returned, Done):
         if returned.result is None:
-            return returned
-        problem = json_problem(returned.result, "result", RESULT_MAX_BYTES)
-        if problem is None:
-            return returned
-        return _refused(f"{name}.run returned a Done whose {problem}")
+            return returned  # the usual `Done()`: nothing to check
+        try:
+            json_text(returned.result, "result", RESULT_MAX_BYTES)
+        except Unstorable as problem:
+            return _refused(f"{type(handler).__name__}.run returned a Done whose {problem}")
+        return returned
+    name = type(handler).__name__
     if isinstance(returned, (Retry, Failed)):
         return _as_text(name, returned)
     if isinstance(returned, Reschedule):
