@@ -5,15 +5,19 @@ that never lands leaves its row to its lease, as before."""
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
+import time
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection
 
 from jobs import Retry
-from jobs.models import State
+from jobs.models import Job, State
 from jobs.runner.settle_tries import PAUSES, SettleTries
+from jobs.store.postgresql import driver
 from jobs.store.transient import transient
 from tests.integration.runner.support import events
 from tests.integration.settles.support import Bad, Good, fields, queue_mixed, rows
@@ -28,8 +32,6 @@ def transient_error() -> OperationalError:
     test: a serialization failure, a deadlock, a busy database."""
     cause: Exception
     if connection.vendor == "postgresql":
-        import psycopg
-
         cause = psycopg.errors.SerializationFailure("could not serialize access")
     elif connection.vendor == "mysql":
         mysqldb = importlib.import_module("MySQLdb")  # in requirements-mysql.txt only
@@ -197,3 +199,37 @@ def test_a_batch_whose_rows_cannot_reach_the_database_waits_out_one_rows_tries_n
     assert len(failed) == fields(fallback)["rows"], "every row of that batch is left to its lease"
     left = [row for row in rows(Good.kind).values() if row.state == State.RUNNING]
     assert len(left) == fields(fallback)["rows"]
+
+
+@pytest.mark.postgresql
+def test_a_settle_refused_a_connection_lands_once_another_frees_up(caplog):
+    """For real: a role allowed one connection, held elsewhere, refuses the settle's
+    ("too many connections"); the connection is let go during the pause (really
+    waited: the server needs a moment to end its backend), and a later try
+    connects and lands."""
+    role = f"jobs_settles_starved_{os.getpid()}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+    try:
+        params = {**driver.plain_connection_params(connection), "user": role}
+        held = psycopg.connect(**params)
+
+        def pause(seconds: float) -> None:  # the server ends the held one's backend meanwhile
+            held.close()
+            time.sleep(seconds)
+
+        tries = SettleTries("default")
+        tries.sleep = pause  # (after the `no_pauses` fixture's own)
+
+        def settle() -> Any:
+            with connection.wrap_database_errors, psycopg.connect(**params) as own:
+                return own.execute("SELECT 1").fetchone()
+
+        assert tries.run(settle, Job(kind=Bad.kind, key="starved", attempts=1), "done") == (1,)
+        (retried,) = events(caplog, "job_settle_retried")
+        assert "too many connections" in fields(retried)["error"], "refused a connection"
+        assert len(events(caplog, "job_settle_recovered")) == 1, "then it landed"
+    finally:
+        held.close()
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP ROLE {role}")
