@@ -195,16 +195,15 @@ class DoneSettles:
 
     def refused(self, attempt: Attempt, result: Any, error: Exception, now: datetime) -> None:
         """`attempt`'s `Done` could not be settled on its own, failing with
-        `error`. Refused for good, with a result: the database refused that
-        result, and the attempt is the job's `Failed`, saying what the database
-        said (`jobs.runner.outcomes` refuses what it can foresee before it
-        gets here). Otherwise (the database not answering, or no result of
-        the handler's to refuse) the row is left to its lease."""
-        if isinstance(error, GaveUp) or result is None:
+        `error`. Refused for good by the database, with a result: the database
+        refused that result, and the attempt is the job's `Failed`, saying what
+        the database said (`jobs.runner.outcomes` refuses what it can foresee
+        before it gets here). Otherwise (the database not answering, a bug,
+        or no result of the handler's to refuse) the row is left to its lease."""
+        if not isinstance(error, DatabaseError) or result is None:
             self.failed(DoneBatch([attempt], [(attempt.job, result)]), error)
             return
-        if isinstance(error, DatabaseError):
-            connections[self.store.using].close_if_unusable_or_obsolete()
+        connections[self.store.using].close_if_unusable_or_obsolete()
         reason = storable_text(
             f"{type(attempt.handler).__name__}.run returned a Done whose result "
             f"the database refused: {error}"
