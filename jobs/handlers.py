@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 #: The largest `Done.result`: 1 MiB of its JSON text, as for a payload
-#: (`jobs.spec.PAYLOAD_MAX_BYTES`). A result says what came of the work; a
-#: batch of them goes to the database in one statement, and MariaDB refuses
-#: a statement past its `max_allowed_packet` (16 MiB by default).
+#: (`jobs.spec.PAYLOAD_MAX_BYTES`). A result says what came of the work, and
+#: every database stores one of this size in a statement of its own (MariaDB
+#: refuses a statement past its `max_allowed_packet`, 16 MiB by default; a
+#: batch of results past it is settled row by row).
 RESULT_MAX_BYTES = 1024 * 1024
 
 
