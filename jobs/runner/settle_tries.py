@@ -13,7 +13,8 @@ logged with what the failed try and the pause cost (`job_settle_retried`),
 and a settle that recovered says how many tries it took
 (`job_settle_recovered`). When the tries run out, `GaveUp` carries the last
 error to the caller, which logs `job_settle_failed` and leaves the row to its
-lease, as before.
+lease, as before; for a few seconds after that, that thread's settles are
+tried once each (`QUIET_SECONDS`).
 
 Trying again is safe because every settle is fenced on its attempt: a try
 whose commit reached the database though its answer was lost makes the next
@@ -26,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 
@@ -42,6 +44,12 @@ from jobs.store.transient import transient
 #: up or a server to come back from a restart's first refusals.
 PAUSES = (0.1, 0.2, 0.4, 0.8, 1.6)
 
+#: For this long after a settle on a thread ran out of tries, that thread's
+#: next settles are tried once each: the database was not answering a moment
+#: ago, and the loop thread, which times out and releases attempts one by
+#: one, must not wait out every attempt's pauses in turn.
+QUIET_SECONDS = 10.0
+
 
 class GaveUp(Exception):
     """Every try of a settle failed on a transient error; `error` is the last."""
@@ -55,7 +63,8 @@ class GaveUp(Exception):
 
 class SettleTries:
     """Runs the settles of a runner on database `using`, trying each again on a
-    transient error. Shared by its threads: it keeps no state of its own."""
+    transient error. Shared by its threads; what it remembers (when a settle
+    last ran out of tries) it remembers per thread."""
 
     def __init__(
         self,
@@ -67,13 +76,16 @@ class SettleTries:
         self.pauses = pauses
         #: How a pause is waited; tests replace it.
         self.sleep = sleep
+        self._thread = threading.local()
 
     def run[T](self, step: Callable[[], T], job: Job, settle: str) -> T:
         """`step()`'s answer, tried again after each pause while it fails on a
         transient error; `GaveUp` when the last try failed so, any other error
         at once. `job` and `settle` (the verb) name the settle in the log."""
         started = time.monotonic()
-        tries = len(self.pauses) + 1
+        gave_up_at = getattr(self._thread, "gave_up_at", None)
+        quiet = gave_up_at is not None and started - gave_up_at < QUIET_SECONDS
+        tries = 1 if quiet else len(self.pauses) + 1
         for tried in range(1, tries + 1):
             began = time.monotonic()
             try:
@@ -83,6 +95,7 @@ class SettleTries:
                     raise
                 spent_ms = _ms_since(started)
                 if tried == tries:
+                    self._thread.gave_up_at = time.monotonic()
                     raise GaveUp(error, tried, spent_ms) from error
                 pause = self.pauses[tried - 1] * random.uniform(0.5, 1.5)
                 log.event(
@@ -100,6 +113,7 @@ class SettleTries:
                 self._close()
                 self.sleep(pause)
                 continue
+            self._thread.gave_up_at = None
             if tried > 1:
                 log.event(
                     "job_settle_recovered",

@@ -7,16 +7,18 @@ from __future__ import annotations
 import importlib
 import os
 import sqlite3
+import threading
 import time
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection
+from freezegun import freeze_time
 
 from jobs import Retry
 from jobs.models import Job, State
-from jobs.runner.settle_tries import PAUSES, SettleTries
+from jobs.runner.settle_tries import PAUSES, QUIET_SECONDS, GaveUp, SettleTries
 from jobs.store.postgresql import driver
 from jobs.store.transient import transient
 from tests.integration.runner.support import events
@@ -233,3 +235,43 @@ def test_a_settle_refused_a_connection_lands_once_another_frees_up(caplog):
         held.close()
         with connection.cursor() as cursor:
             cursor.execute(f"DROP ROLE {role}")
+
+
+def test_after_a_settle_ran_out_of_tries_its_threads_next_settles_are_tried_once_for_a_while(
+    no_pauses,
+):
+    """So the loop thread, timing out attempts one by one while the database is
+    gone, waits out one settle's pauses, not every one's in turn."""
+    tries = SettleTries("default")
+    job = Job(kind=Bad.kind, key="k", attempts=1)
+
+    def database_gone() -> None:
+        raise transient_error()
+
+    with freeze_time("2030-01-01 12:00:00") as frozen:
+        with pytest.raises(GaveUp):
+            tries.run(database_gone, job, "retry")
+        assert len(no_pauses) == len(PAUSES), "the first settle waited out its pauses"
+        with pytest.raises(GaveUp) as next_one:
+            tries.run(database_gone, job, "retry")
+        assert next_one.value.tries == 1, "the next one is tried once"
+        assert len(no_pauses) == len(PAUSES), "without a pause"
+
+        elsewhere: list[BaseException] = []
+        worker = threading.Thread(target=lambda: _gave_up(tries, database_gone, job, elsewhere))
+        worker.start()
+        worker.join(10)
+        assert isinstance(elsewhere[0], GaveUp), "another thread"
+        assert elsewhere[0].tries == TRIES, "still gets every try: the memory is per thread"
+
+        frozen.tick(QUIET_SECONDS + 1)
+        with pytest.raises(GaveUp) as later:
+            tries.run(database_gone, job, "retry")
+        assert later.value.tries == TRIES, "and after the quiet spell, every try again"
+
+
+def _gave_up(tries: SettleTries, step: Any, job: Job, into: list[BaseException]) -> None:
+    try:
+        tries.run(step, job, "retry")
+    except GaveUp as error:
+        into.append(error)
