@@ -17,12 +17,25 @@ if TYPE_CHECKING:
     from jobs.models import Job
 
 
+#: The largest `Done.result`: 1 MiB of its JSON text, as for a payload
+#: (`jobs.spec.PAYLOAD_MAX_BYTES`). A result says what came of the work, and
+#: every database stores one of this size in a statement of its own (MariaDB
+#: refuses a statement past its `max_allowed_packet`, 16 MiB by default; a
+#: batch of results past it is settled row by row).
+RESULT_MAX_BYTES = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Done:
     """Finished. The row settles `done` and releases its identity.
 
-    `result`, if given, must be JSON-serialisable and is kept on the row (the
-    `django.tasks` backend keeps a task's return value there).
+    `result`, if given, is kept on the row (the `django.tasks` backend keeps a
+    task's return value there). It must be something every supported database
+    stores as JSON: JSON-serialisable, at most `RESULT_MAX_BYTES` of it, nested
+    at most `jobs.spec.JSON_MAX_DEPTH` levels, without a NUL or a lone
+    surrogate in its text. Anything else makes the attempt the job's own
+    `Failed`, saying what was wrong: the result of a run that will return the
+    same again is lost either way, and running it again would repeat its work.
     """
 
     result: Any = None
@@ -35,7 +48,10 @@ class Retry:
     Another attempt is scheduled after the backoff unless the attempts or the
     deadline have run out; then the job is retired and `abandon` is called.
     `exception`, when the failure was one, names its class in the attempt
-    record (`Job.errors`); `reason` is then its traceback.
+    record (`Job.errors`); `reason` is then its traceback. A `reason` that is
+    not text is kept as its `str()` (None as a sentence saying none was
+    given), and a NUL or a lone surrogate in it as its escape, so the settle
+    always stores (`jobs.runner.outcomes`).
     """
 
     reason: str
@@ -46,7 +62,8 @@ class Retry:
 class Failed:
     """This will never succeed (a stated refusal, a payload that cannot parse).
 
-    The job is retired at once and `abandon` is called. `exception` as for `Retry`.
+    The job is retired at once and `abandon` is called. `exception` and
+    `reason` as for `Retry`.
     """
 
     reason: str
@@ -58,7 +75,9 @@ class Reschedule:
     """This occurrence is finished; run again after `delay`, with a fresh budget.
 
     The row stays live and keeps its identity, which is what makes a periodic
-    job one row rather than a growing pile of them.
+    job one row rather than a growing pile of them. `delay` must be a
+    positive timedelta: anything else (a zero or negative delay would run the
+    job again at once, for ever) makes the attempt the job's own `Failed`.
     """
 
     delay: timedelta

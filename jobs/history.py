@@ -21,8 +21,8 @@ be edited by hand.
 
 The exception classes here stand for the ends no exception of the handler's
 describes (a timeout, a reclaim, a cancel, a release, a row retired without
-running, a returned `Retry` or `Failed`): `django.tasks` results name them as
-`TaskError.exception_class_path`, and they import.
+running, a returned `Retry` or `Failed`, an outcome refused): `django.tasks`
+results name them as `TaskError.exception_class_path`, and they import.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.dateparse import parse_datetime
 
 from jobs.presentation import telling_line
+from jobs.storable import storable_text
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -90,6 +91,12 @@ class AttemptReleased(AttemptError):
 
 class JobCancelled(AttemptError):
     """An operator cancelled the job."""
+
+
+class OutcomeRefused(AttemptError):
+    """The handler returned an outcome the runner cannot carry out: a `Done`
+    whose result no database stores, a `Reschedule` whose delay is not a
+    positive timedelta (`jobs.runner.outcomes`)."""
 
 
 class JobNotRun(AttemptError):
@@ -165,7 +172,9 @@ def record(
     exception: BaseException | str | None = None,
     traceback: str = "",
 ) -> Entry:
-    """A new entry (numbered when appended), its texts bounded."""
+    """A new entry (numbered when appended), its texts bounded and storable
+    (`jobs.storable.storable_text`: a NUL or a lone surrogate in an exception's
+    message must not make the settle that records it fail)."""
     if isinstance(exception, BaseException):
         exception = class_path(type(exception))
     return Entry(
@@ -173,11 +182,11 @@ def record(
         attempt=attempt,
         started_at=started_at,
         ended_at=ended_at,
-        runner=runner or "",
+        runner=storable_text(runner or ""),
         outcome=str(outcome),
-        error=bounded(error, ERROR_CHARS),
-        exception=exception or "",
-        traceback=bounded(traceback, TRACEBACK_CHARS),
+        error=bounded(storable_text(error), ERROR_CHARS),
+        exception=storable_text(str(exception or "")),
+        traceback=bounded(storable_text(traceback), TRACEBACK_CHARS),
     )
 
 

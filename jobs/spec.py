@@ -16,6 +16,10 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from jobs.storable import JSON_MAX_DEPTH as JSON_MAX_DEPTH
+from jobs.storable import Unstorable, json_text
+from jobs.storable import strict_json as strict_json  # named here first: still importable here
+
 #: Column widths, shared with the model so the check and the schema agree.
 KIND_MAX_LENGTH = 100
 KEY_MAX_LENGTH = 255
@@ -82,13 +86,6 @@ def priority_problem(priority: object) -> str | None:
     )
 
 
-#: `json.dumps(value, allow_nan=False)`, built once: given any argument
-#: beyond the value, `json.dumps` builds a new encoder on every call, which
-#: was most of the time checking an empty payload took. Strict JSON: NaN and
-#: the infinities raise ValueError rather than being written as no JSON
-#: parser reads them.
-strict_json = json.JSONEncoder(allow_nan=False).encode
-
 #: The types whose values `json.loads(json.dumps(value))` gives back equal,
 #: as dict values: text, numbers (NaN and the infinities are refused first),
 #: true, false and null.
@@ -113,8 +110,9 @@ class JobSpec:
 
     `payload` should hold the *identity* of the subject (an order id), never a
     snapshot of its state: a snapshot is stale by the time a retry runs. It
-    must be a JSON object of at most `PAYLOAD_MAX_BYTES` (1 MiB) of JSON text;
-    `enqueue` refuses a larger one with `InvalidJobSpec`, writing nothing.
+    must be a JSON object of at most `PAYLOAD_MAX_BYTES` (1 MiB) of JSON text,
+    nested at most `JSON_MAX_DEPTH` (31) levels deep; `enqueue` refuses
+    anything else with `InvalidJobSpec`, writing nothing.
     """
 
     #: Which handler runs it.
@@ -173,7 +171,9 @@ class JobSpec:
         """The payload as JSON text, after checking it is a JSON object.
 
         Raises `InvalidJobSpec` for anything that would not survive a round
-        trip through the column or is larger than `PAYLOAD_MAX_BYTES`.
+        trip through the column, is larger than `PAYLOAD_MAX_BYTES`, nests
+        deeper than `JSON_MAX_DEPTH` or holds text a database refuses
+        (`jobs.storable`).
         """
         if not isinstance(self.payload, dict):
             raise InvalidJobSpec(
@@ -182,27 +182,9 @@ class JobSpec:
         if not self.payload:
             return "{}"  # the empty object passes every check below
         try:
-            # Escaped to ASCII, as SQLite and MySQL store it: the limit is on this text.
-            text = strict_json(self.payload)
-        except (TypeError, ValueError) as error:
-            raise InvalidJobSpec(f"payload is not JSON-serialisable: {error}") from error
-        size = len(text)  # ASCII: one byte a character
-        if size > PAYLOAD_MAX_BYTES:
-            raise InvalidJobSpec(
-                f"payload is {size} bytes of JSON; the limit is {PAYLOAD_MAX_BYTES}"
-            )
-        if "\\u0000" in text:
-            raise InvalidJobSpec("payload contains a NUL character, which PostgreSQL cannot store")
-        if "\\ud" in text:
-            # A surrogate, escaped: fine in a pair (a character past U+FFFF),
-            # refused alone. Only then is the text encoded again to tell which.
-            try:
-                json.dumps(self.payload, ensure_ascii=False).encode()
-            except UnicodeEncodeError as error:
-                raise InvalidJobSpec(
-                    "payload contains a lone surrogate, which is not text PostgreSQL can "
-                    f"store: {error}"
-                ) from error
+            text = json_text(self.payload, "payload", PAYLOAD_MAX_BYTES)
+        except Unstorable as error:
+            raise InvalidJobSpec(str(error)) from error
         if not _round_trips_as_is(self.payload) and json.loads(text) != self.payload:
             # Non-string keys become strings and tuples become lists: the
             # handler would read back something other than what was queued.

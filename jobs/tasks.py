@@ -42,7 +42,8 @@ from django.utils.json import normalize_json
 from jobs import history
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
 from jobs.registry import register
-from jobs.spec import JobSpec, queue_name_problem, strict_json
+from jobs.spec import JSON_MAX_DEPTH, InvalidJobSpec, JobSpec, queue_name_problem, strict_json
+from jobs.storable import deeper_than
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -112,6 +113,12 @@ class JobsBackend(BaseTaskBackend):
         from jobs.queue import enqueue
 
         self.validate_task(task)
+        if deeper_than([list(args), dict(kwargs)], JSON_MAX_DEPTH):
+            # Django's `normalize_json` would recurse into them without bound.
+            raise InvalidJobSpec(
+                f"{task.module_path}: payload is nested more than {JSON_MAX_DEPTH} levels deep "
+                "(the task's arguments, inside the job's payload)"
+            )
         try:
             payload = payload_for(task, args, kwargs, self.alias)
         except (TypeError, ValueError) as error:
@@ -269,6 +276,12 @@ class TaskHandler(JobHandler):
                 value = task.call(TaskContext(task_result=result), *args, **kwargs)
             else:
                 value = task.call(*args, **kwargs)
+            if deeper_than(value, JSON_MAX_DEPTH - 1):  # kept inside the result's own object
+                # Refused before `normalize_json`, which would recurse without bound.
+                raise PermanentFailure(
+                    f"the task returned a value nested more than {JSON_MAX_DEPTH - 1} levels "
+                    "deep, which no database here stores"
+                )
             value = normalize_json(value)
             strict_json(value)
         except BaseException as error:

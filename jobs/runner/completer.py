@@ -10,10 +10,17 @@ settles each in one of two ways:
   (`Store.settle_and_claim`): at a few thousand jobs a second, one commit per
   job would be the runner's largest cost. `done_batch` gives the producer the
   batch; `batch_settled` takes back which rows were won. Whatever still waits
-  when the runner stops is settled on its own (`settle_batch`).
+  when the runner stops is settled on its own (`settle_batch`). A batch whose
+  statement fails is settled row by row (`settle_alone`), so one row the
+  database refuses costs only its own attempt (`jobs.runner.done_batch`).
 - Anything else is settled at once by a fenced single-row settle on the
   worker's own connection (retry with backoff, retire, reschedule), since it
   is rarer and may have to call the handler's `abandon`.
+
+Outcomes reach it checked (`jobs.runner.outcomes`): a result or a reason no
+database would store never gets this far. Every settle is tried again, a few
+times over a few seconds, on a transient database error
+(`jobs.runner.settle_tries`); one that still fails leaves its row to its lease.
 
 Every settle is fenced on its attempt (`jobs.store.base`): whichever of the
 worker and the loop's timeout takes an attempt first settles it, a late result
@@ -24,11 +31,10 @@ its finish rings the loop, so the pass that answers the ring finds it free.
 
 from __future__ import annotations
 
-import collections
 import logging
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,12 +47,15 @@ from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
-from jobs.runner.done_batch import DoneBatch, tell_completed
+from jobs.runner.done_batch import DoneBatch, DoneSettles
+from jobs.runner.settle_tries import GaveUp, SettleTries
 from jobs.runner.slots import Slots
 from jobs.schedules import occurrences
-from jobs.store import Store
+from jobs.store import Claim, Store
 
 Clock = Callable[[], datetime]
+#: The pass's settle-and-claim of the given rows (`jobs.store.limits`).
+Claiming = Callable[[Sequence[tuple[Job, Any]]], tuple[set[uuid.UUID], list[Claim]]]
 
 
 class Completer:
@@ -56,10 +65,13 @@ class Completer:
         self.store = store
         self.slots = slots
         self.clock = clock
+        #: Every settle's tries on a transient database error.
+        self.tries = SettleTries(store.using)
+        #: The `Done` attempts, settled together.
+        self.batches = DoneSettles(store, slots, self.tries, self._lost, self._refused_outcome)
         #: Attempts that ended `Done` with their results, waiting for the
-        #: next pass to settle them together: one statement and one commit for
-        #: the batch, not one each. Appended by workers, taken by the loop.
-        self._done: collections.deque[tuple[Attempt, Any]] = collections.deque()
+        #: next pass (`batches`' own queue, named here for the hot path).
+        self._done = self.batches.done
 
     # -- from the executor, on a worker thread -----------------------------------
 
@@ -94,17 +106,22 @@ class Completer:
         the batch's saving is not worth a second path through it)."""
         batch = DoneBatch([attempt], [(attempt.job, result)])
         now = self.clock()
-        try:
+
+        def settle() -> set[uuid.UUID]:
             with transaction.atomic(using=self.store.using):
                 won = self.store.complete_many(batch.rows, now)
                 if won:
                     occurrences.follow(
                         self.store, attempt.job, now, State.DONE, attempt.job.started_at
                     )
+            return won
+
+        try:
+            won = self.tries.run(settle, attempt.job, "done")
         except Exception as error:
-            self.batch_failed(batch, error)
+            self.batches.refused(attempt, result, error, now)
         else:
-            self.batch_settled(batch, won, now)
+            self.batches.settled(batch, won, now)
         finally:
             self.slots.finished(attempt)
 
@@ -204,71 +221,41 @@ class Completer:
         finally:
             self.let_go(attempt)
 
-    def done_batch(self) -> DoneBatch:
-        """Take the `Done` attempts waiting, for the producer's settle-and-claim.
+    # The `Done` batch (`jobs.runner.done_batch.DoneSettles` says how).
 
-        Their slots stay taken until `batch_settled` (or `batch_failed`)."""
-        batch = DoneBatch()
-        done = self._done
-        while done:
-            attempt, result = done.popleft()
-            batch.attempts.append(attempt)
-            batch.rows.append((attempt.job, result))
-        return batch
+    def settle_and_claim(self, batch: DoneBatch, now: datetime, claim: Claiming) -> list[Claim]:
+        """The pass's claims, `claim(rows)` settling `batch` at `now` in the
+        same statement and commit. If that fails, each row of the batch is
+        settled alone and the pass claims with no batch: one row the
+        statement could not write costs neither the others nor the claim. A
+        claim that fails with no batch to blame raises."""
+        try:
+            won, claims = claim(batch.rows)
+        except Exception as error:
+            if not batch:
+                raise
+            self.settle_alone(batch, error, now)
+            return claim([])[1]
+        self.batch_settled(batch, won, now)
+        return claims
+
+    def done_batch(self) -> DoneBatch:
+        """Take the `Done` attempts waiting, for the producer's settle-and-claim."""
+        return self.batches.take()
 
     def batch_settled(self, batch: DoneBatch, won: set[uuid.UUID], now: datetime) -> None:
-        """The batch's settle wrote the rows `won` at `now`: free the slots, tell
-        the handlers that listen (`JobHandler.completed`), and log each settled
-        `Done` and each that lost its row to a newer claim."""
-        self.slots.settled(batch.attempts)
-        if len(won) == len(batch):  # the usual case: no UUID hashed (in Python) per job
-            observers.all_done([attempt.job for attempt in batch.attempts], now)
-        else:
-            observers.all_done([a.job for a in batch.attempts if a.job.id in won], now)
-        listening = [i for i, attempt in enumerate(batch.attempts) if attempt.handler.listens]
-        if listening:
-            tell_completed(batch, listening, won, now)
-        log_done = log.enabled(logging.DEBUG)
-        if not log_done and len(won) == len(batch):
-            return  # every one won (the ids of a batch are distinct): nothing to say
-        for attempt in batch.attempts:
-            if attempt.job.id in won:
-                if log_done:
-                    log.event("job_done", logging.DEBUG, outcome="done", **job_fields(attempt.job))
-            else:
-                self._lost(attempt.job, "done")
-                observers.unsettled(attempt.job)
+        self.batches.settled(batch, won, now)
 
     def batch_failed(self, batch: DoneBatch, error: Exception) -> None:
-        """The batch's settle failed: the rows stay running until their leases
-        expire, and another runner takes them (their attempts are spent)."""
-        try:
-            for attempt in batch.attempts:
-                observers.unsettled(attempt.job)
-                log.event(
-                    "job_settle_failed",
-                    logging.ERROR,
-                    outcome="failure",
-                    **job_fields(attempt.job),
-                    error=repr(error),
-                )
-            if isinstance(error, DatabaseError):
-                connections[self.store.using].close_if_unusable_or_obsolete()
-        finally:
-            self.slots.settled(batch.attempts)
+        self.batches.failed(batch, error)
+
+    def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> None:
+        """The batch's own settle failed: settle each row alone (the producer's fallback)."""
+        self.batches.settle_alone(batch, error, now)
 
     def settle_batch(self, now: datetime) -> None:
-        """Settle the `Done` attempts still waiting, in a statement of their own:
-        for a runner that has stopped claiming (`Runner.finish`, `Runner.close`)."""
-        batch = self.done_batch()
-        if not batch:
-            return
-        try:
-            won = self.store.complete_many(batch.rows, now)
-        except Exception as error:
-            self.batch_failed(batch, error)
-            return
-        self.batch_settled(batch, won, now)
+        """Settle the `Done` attempts still waiting: for a runner that has stopped claiming."""
+        self.batches.settle_waiting(now)
 
     def waiting(self) -> int:
         """How many `Done` attempts wait for a settle."""
@@ -335,6 +322,14 @@ class Completer:
         else:
             self._lost(job, "retry")
 
+    def _refused_outcome(self, attempt: Attempt, reason: str, now: datetime) -> None:
+        """Retire `attempt`'s job for an outcome that cannot be carried out
+        (a result the database refused), saying `reason`."""
+        entry = history.for_attempt(
+            attempt.job, history.Outcome.FAILED, reason, history.OutcomeRefused(reason), now
+        )
+        self._guarded(self._retire, attempt, reason, entry, now)
+
     def _retire(self, attempt: Attempt, reason: str, entry: history.Entry, now: datetime) -> None:
         """Retire the job and call `abandon` once (`jobs.retirement.retire`)."""
         if not retirement.retire(self.store, attempt.job, attempt.handler, reason, entry, now):
@@ -351,21 +346,25 @@ class Completer:
         )
 
     def _guarded(self, step: Callable[..., object], attempt: Attempt, *args: object) -> None:
-        """Run a settle step; a failure is logged and the lease left to expire.
+        """Run a settle step, tried again on a transient database error
+        (`jobs.runner.settle_tries`); a failure that persists is logged and the
+        lease left to expire.
 
         The row stays `running`, so after its lease another runner takes it
         and the spent attempt is counted: the settle is lost, never the job.
         """
         try:
-            step(attempt, *args)
+            self.tries.run(lambda: step(attempt, *args), attempt.job, step.__name__.lstrip("_"))
         except Exception as error:
+            cause, tries = (error.error, error.tries) if isinstance(error, GaveUp) else (error, 1)
             log.event(
                 "job_settle_failed",
                 logging.ERROR,
                 outcome="failure",
                 **job_fields(attempt.job),
-                error=repr(error),
-                traceback=traceback.format_exc(),
+                error=repr(cause),
+                tries=tries,
+                traceback="".join(traceback.format_exception(cause)),
             )
-            if isinstance(error, DatabaseError):
+            if isinstance(cause, DatabaseError):
                 connections[self.store.using].close_if_unusable_or_obsolete()

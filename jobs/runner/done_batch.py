@@ -4,22 +4,36 @@ A batch is what one settle takes from the completer (`Completer.done_batch`):
 the attempts and the rows written for them, in one statement and one commit.
 Handlers that listen (`JobHandler.completed`) are told after that commit, one
 by one, for the rows the batch won.
+
+A batch's statement that fails is no reason for its rows to fail: each is
+then settled alone (`DoneSettles.settle_alone`), so a row the database
+refuses costs only its own attempt, never the others' (which would each run
+again after their leases).
 """
 
 from __future__ import annotations
 
+import collections
+import functools
 import logging
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jobs import log
+from django.db import DatabaseError, connections
+
+from jobs import log, observers
 from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
+from jobs.runner.settle_tries import GaveUp, SettleTries
+from jobs.runner.slots import Slots
+from jobs.storable import storable_text
+from jobs.store import Store
 
 
 @dataclass(slots=True)
@@ -59,3 +73,156 @@ def tell_completed(
                 error=telling_line(repr(error), trim=False),
                 traceback=traceback.format_exc(),
             )
+
+
+class DoneSettles:
+    """The `Done` attempts of one runner (whose slots are `slots`), waiting
+    and settled together: the completer's batch half.
+
+    `lost(job, verb)` logs a settle that lost its row; `fail(attempt, reason,
+    now)` retires an attempt's job for a result the database refused.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        slots: Slots,
+        tries: SettleTries,
+        lost: Callable[[Job, str], None],
+        fail: Callable[[Attempt, str, datetime], None],
+    ) -> None:
+        self.store = store
+        self.slots = slots
+        self.tries = tries
+        self.lost = lost
+        self.fail = fail
+        #: Attempts that ended `Done` with their results, waiting for the
+        #: next pass to settle them together: one statement and one commit for
+        #: the batch, not one each. Appended by workers, taken by the loop.
+        self.done: collections.deque[tuple[Attempt, Any]] = collections.deque()
+
+    def take(self) -> DoneBatch:
+        """Take the `Done` attempts waiting, for the producer's settle-and-claim.
+
+        Their slots stay taken until `settled` (or `failed`, `settle_alone`)."""
+        batch = DoneBatch()
+        done = self.done
+        while done:
+            attempt, result = done.popleft()
+            batch.attempts.append(attempt)
+            batch.rows.append((attempt.job, result))
+        return batch
+
+    def settled(self, batch: DoneBatch, won: set[uuid.UUID], now: datetime) -> None:
+        """The batch's settle wrote the rows `won` at `now`: free the slots, tell
+        the handlers that listen (`JobHandler.completed`), and log each settled
+        `Done` and each that lost its row to a newer claim."""
+        self.slots.settled(batch.attempts)
+        if len(won) == len(batch):  # the usual case: no UUID hashed (in Python) per job
+            observers.all_done([attempt.job for attempt in batch.attempts], now)
+        else:
+            observers.all_done([a.job for a in batch.attempts if a.job.id in won], now)
+        listening = [i for i, attempt in enumerate(batch.attempts) if attempt.handler.listens]
+        if listening:
+            tell_completed(batch, listening, won, now)
+        log_done = log.enabled(logging.DEBUG)
+        if not log_done and len(won) == len(batch):
+            return  # every one won (the ids of a batch are distinct): nothing to say
+        for attempt in batch.attempts:
+            if attempt.job.id in won:
+                if log_done:
+                    log.event("job_done", logging.DEBUG, outcome="done", **job_fields(attempt.job))
+            else:
+                self.lost(attempt.job, "done")
+                observers.unsettled(attempt.job)
+
+    def failed(self, batch: DoneBatch, error: Exception) -> None:
+        """The batch's rows could not be settled: they stay running until their
+        leases expire, and another runner takes them (their attempts are spent)."""
+        cause, tries = (error.error, error.tries) if isinstance(error, GaveUp) else (error, 1)
+        try:
+            for attempt in batch.attempts:
+                observers.unsettled(attempt.job)
+                log.event(
+                    "job_settle_failed",
+                    logging.ERROR,
+                    outcome="failure",
+                    **job_fields(attempt.job),
+                    error=repr(cause),
+                    tries=tries,
+                )
+            if isinstance(cause, DatabaseError):
+                connections[self.store.using].close_if_unusable_or_obsolete()
+        finally:
+            self.slots.settled(batch.attempts)
+
+    def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> None:
+        """The batch's settle failed with `error`: settle each of its rows at
+        `now` in a statement and commit of its own, so that one row the
+        database refuses costs only its own attempt.
+
+        Each row's settle is tried again on a transient error; once one has
+        run out of tries the database is not answering, and it and the rows
+        after it are left to their leases (`failed`) rather than each waiting
+        out tries of its own on the loop thread. A row refused for good is
+        handled by `refused`. The slots are freed either way.
+        """
+        log.event(
+            "job_batch_settle_failed",
+            logging.WARNING,
+            outcome="settling_alone",
+            rows=len(batch),
+            error=repr(error),
+        )
+        if isinstance(error, DatabaseError):
+            connections[self.store.using].close_if_unusable_or_obsolete()
+        settled = DoneBatch()
+        won: set[uuid.UUID] = set()
+        for index, (attempt, row) in enumerate(zip(batch.attempts, batch.rows, strict=True)):
+            try:
+                won |= self.tries.run(
+                    functools.partial(self.store.complete_many, [row], now), attempt.job, "done"
+                )
+            except GaveUp as gave_up:
+                self.failed(DoneBatch(batch.attempts[index:], batch.rows[index:]), gave_up)
+                break
+            except Exception as refused:
+                self.refused(attempt, row[1], refused, now)
+                continue
+            settled.attempts.append(attempt)
+            settled.rows.append(row)
+        self.settled(settled, won, now)
+
+    def refused(self, attempt: Attempt, result: Any, error: Exception, now: datetime) -> None:
+        """`attempt`'s `Done` could not be settled on its own, failing with
+        `error`. Refused for good by the database, with a result: the database
+        refused that result, and the attempt is the job's `Failed`, saying what
+        the database said (`jobs.runner.outcomes` refuses what it can foresee
+        before it gets here). Otherwise (the database not answering, a bug,
+        or no result of the handler's to refuse) the row is left to its lease."""
+        if not isinstance(error, DatabaseError) or result is None:
+            self.failed(DoneBatch([attempt], [(attempt.job, result)]), error)
+            return
+        connections[self.store.using].close_if_unusable_or_obsolete()
+        reason = storable_text(
+            f"{type(attempt.handler).__name__}.run returned a Done whose result "
+            f"the database refused: {error}"
+        )
+        try:
+            self.fail(attempt, reason, now)
+        finally:
+            observers.unsettled(attempt.job)  # a no-op when the retirement was told
+            self.slots.settled((attempt,))
+
+    def settle_waiting(self, now: datetime) -> None:
+        """Settle the `Done` attempts still waiting, in a statement of their own:
+        for a runner that has stopped claiming (`Runner.finish`, `Runner.close`)."""
+        batch = self.take()
+        if not batch:
+            return
+        try:
+            won = self.store.complete_many(batch.rows, now)
+        except Exception as error:
+            self.settle_alone(batch, error, now)
+            return
+        self.settled(batch, won, now)

@@ -17,21 +17,20 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import traceback
 import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jobs import history, log, signals, tracing
 from jobs.config import JobsSettings
-from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
+from jobs.handlers import JobHandler, Outcome, Retry
 from jobs.models import Job
 from jobs.registry import Registry
+from jobs.runner import outcomes
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.schedules.occurrences import admit
 from jobs.schedules.plan import KEY_PREFIX
-from jobs.spec import strict_json
 from jobs.store import Claim
 
 Clock = Callable[[], datetime]
@@ -155,7 +154,9 @@ class Executor:
         return None
 
     def run(self, attempt: Attempt) -> Outcome:
-        """Call the handler; anything it raises, or a non-outcome, becomes a Retry.
+        """Call the handler; anything it raises, or a non-outcome, becomes a
+        Retry, and an outcome the runner cannot store or carry out the job's
+        Failed (`jobs.runner.outcomes`, which says why).
 
         Anything means every BaseException, not only Exception. On a worker
         thread none of them is a request to stop: Python delivers SIGINT's
@@ -179,25 +180,8 @@ class Executor:
             reason = f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
             return Retry(reason, exception=history.AttemptTimedOut(reason))
         except BaseException as error:
-            return Retry(traceback.format_exc(), exception=error)
-        if isinstance(result, Done) and result.result is not None:
-            try:
-                strict_json(result.result)
-            except (TypeError, ValueError) as error:
-                return Retry(
-                    f"{type(handler).__name__}.run returned a Done "
-                    f"whose result is not JSON: {error}"
-                )
-        if isinstance(result, Reschedule) and not isinstance(result.delay, timedelta):
-            return Retry(
-                f"{type(handler).__name__}.run returned {result!r}, whose delay is not a timedelta"
-            )
-        if isinstance(result, (Done, Retry, Failed, Reschedule)):
-            return result
-        return Retry(
-            f"{type(handler).__name__}.run returned {result!r}, "
-            "not Done, Retry, Failed or Reschedule"
-        )
+            return outcomes.raised(error)
+        return outcomes.checked(handler, result)
 
 
 def _call(handler: JobHandler, job: Job, budget: timedelta) -> object:

@@ -294,23 +294,22 @@ class Runner:
             {kind: lease_for(budget, settings.heartbeat) for kind, budget in budgets.items()},
             self.queues,
         )
-        try:
-            won, claims = limits.settle_and_claim(
+        claims = self.completer.settle_and_claim(
+            batch,
+            now,
+            lambda rows: limits.settle_and_claim(
                 self.store,
-                batch.rows,
+                rows,
                 now,
                 leases,
                 free,
                 self.presence.name,
                 queues,
                 self.controls.limits(self.handler_limits, leases),
-                limits.rooms(self.queue_caps, self.slots, batch.rows),
+                limits.rooms(self.queue_caps, self.slots, rows),
                 paused,
-            )
-        except Exception as error:
-            self.completer.batch_failed(batch, error)
-            raise
-        self.completer.batch_settled(batch, won, now)
+            ),
+        )
         started = self.executor.attempts(claims, settings, budgets, now)
         self.slots.started(started)
         self.pool.submit_many(started)

@@ -2,10 +2,12 @@
 
 Plain single-row updates, each through the ORM: the fenced settles (`_owned`
 fences every one on id, `running`, the attempt number and the lease, and each
-answers whether it won), the operator verbs, the claim of an `abandon` owed
-and the sweep's prune. Also the insert in the upsert syntax PostgreSQL and
-SQLite share, the one statement here the ORM cannot say (an insert that skips
-a held identity and reports whether it wrote); MySQL writes its own.
+answers whether it won; an error's text is written storable, a NUL or a lone
+surrogate escaped, so no message can fail its settle), the operator verbs, the
+claim of an `abandon` owed and the sweep's prune. Also the insert in the upsert
+syntax PostgreSQL and SQLite share, the one statement here the ORM cannot say
+(an insert that skips a held identity and reports whether it wrote); MySQL
+writes its own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from django.db.models import QuerySet
 from jobs import history
 from jobs.config import BOUNDS
 from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
+from jobs.storable import storable_text
 from jobs.store.base import NewJob, Store
 from jobs.store.rows import Claim
 
@@ -172,7 +175,7 @@ class OrmStore(Store):
             state=State.QUEUED,
             run_at=run_at,
             lease_expires_at=None,
-            last_error=error,
+            last_error=storable_text(error),
             updated_at=now,
         )
 
@@ -189,7 +192,7 @@ class OrmStore(Store):
             entry,
             state=state,
             lease_expires_at=None,
-            last_error=error,
+            last_error=storable_text(error),
             finished_at=now,
             updated_at=now,
             abandon_owed_at=now,

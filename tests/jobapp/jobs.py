@@ -172,3 +172,7 @@ class LimitedHandler(JobHandler):
 
 
 from tests.jobapp import schedule_jobs  # noqa: E402, F401  (the schedules tests' handlers)
+
+# isort: split
+# The bad-outcomes fault scenario's handlers (tests/faults/test_bad_outcomes.py).
+from tests.jobapp import bad_outcomes  # noqa: E402, F401

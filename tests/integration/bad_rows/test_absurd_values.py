@@ -100,15 +100,17 @@ def test_a_reschedule_past_year_9999_retires_the_job_saying_why(handler, registr
     assert len(handler.abandoned) == 1, "and abandons it once"
 
 
-def test_a_reschedule_whose_delay_is_not_a_timedelta_is_a_retry_saying_so(
+def test_a_reschedule_whose_delay_is_not_a_timedelta_fails_the_job_saying_so(
     handler, registry, make_runner
 ):
+    """The same run would return the same again: retrying it only repeats its work."""
     handler.outcome = lambda job: Reschedule(60)  # type: ignore[arg-type]
     queue("k")
     make_runner(registry=registry).drain()
     job = Job.objects.get(key="k")
-    assert job.state == State.QUEUED, "the attempt counts as a retry"
+    assert job.state == State.FAILED, "the bad outcome is the job's own Failed"
     assert "whose delay is not a timedelta" in job.last_error, job.last_error
+    assert len(handler.abandoned) == 1, "and abandons it once"
 
 
 def test_a_retry_whose_backoff_would_pass_year_9999_retires_the_job_saying_why(handler, configure):

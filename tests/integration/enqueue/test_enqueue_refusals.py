@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from jobs import InvalidJobSpec, JobSpec, enqueue
+from jobs import InvalidJobSpec, JobSpec, enqueue, enqueue_many
 from jobs.models import Job
-from jobs.spec import PAYLOAD_MAX_BYTES
+from jobs.spec import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES
 from tests.integration.enqueue.support import T0
 
 
@@ -93,6 +93,35 @@ def test_a_payload_of_exactly_the_limit_is_queued_whole_and_one_byte_more_writes
     with pytest.raises(InvalidJobSpec, match=f"the limit is {PAYLOAD_MAX_BYTES}"):
         enqueue(JobSpec.now("orders.ship", "over").with_payload(over))
     assert not Job.objects.filter(key="over").exists(), "one byte more is refused, writing nothing"
+
+
+def _nested(depth: int) -> Any:
+    """A payload `depth` levels deep: itself the first, then lists."""
+    value: Any = []
+    for _ in range(depth - 2):
+        value = [value]
+    return {"deep": value}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("depth", [32, 5_000], ids=["32-levels", "5000-levels"])
+def test_a_payload_nested_past_the_bound_is_invalid_saying_so_and_writes_nothing(depth):
+    """Never a RecursionError, nor a database's own refusal (MariaDB's at 32)."""
+    spec = JobSpec.now("orders.ship", "deep").with_payload(_nested(depth))
+    with pytest.raises(InvalidJobSpec, match=f"nested more than {JSON_MAX_DEPTH} levels deep"):
+        enqueue(spec)
+    with pytest.raises(InvalidJobSpec, match=f"nested more than {JSON_MAX_DEPTH} levels deep"):
+        enqueue_many([JobSpec.now("orders.ship", "fine"), spec])
+    assert not Job.objects.exists(), "neither call wrote anything"
+
+
+@pytest.mark.django_db
+def test_a_payload_nested_as_deep_as_the_bound_is_queued_and_read_back_whole():
+    payload = _nested(JSON_MAX_DEPTH)
+    assert enqueue(JobSpec.now("orders.ship", "one").with_payload(payload))
+    assert enqueue_many([JobSpec.now("orders.ship", "many").with_payload(payload)]) == [True]
+    for key in ("one", "many"):
+        assert Job.objects.get(key=key).payload == payload, "every database stores it whole"
 
 
 @pytest.mark.django_db

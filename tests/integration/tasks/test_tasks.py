@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -19,7 +20,7 @@ from freezegun import freeze_time
 
 from jobs.models import Job, State
 from jobs.registry import Registry
-from jobs.spec import InvalidJobSpec
+from jobs.spec import JSON_MAX_DEPTH, InvalidJobSpec
 from jobs.tasks import KIND, JobsBackend, TaskHandler
 from tests.jobapp import tasks
 
@@ -111,6 +112,31 @@ def test_arguments_json_holds_but_a_row_cannot_are_refused_as_invalid_and_write_
     with pytest.raises(InvalidJobSpec, match="round trip"):
         tasks.echo.enqueue(value={1: "one"})
     assert not Job.objects.exists(), "a refused enqueue writes no row"
+
+
+@pytest.mark.parametrize("depth", [30, 5_000], ids=["past-the-bound", "5000-levels"])
+def test_arguments_nested_past_the_bound_are_refused_as_invalid_and_write_nothing(depth):
+    """Inside the payload, an argument sits two levels down: 30 levels of it is 32."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    with pytest.raises(InvalidJobSpec, match=f"nested more than {JSON_MAX_DEPTH} levels deep"):
+        tasks.echo.enqueue(value)
+    assert not Job.objects.exists(), "a refused enqueue writes no row"
+
+
+def test_a_return_value_nested_past_the_bound_fails_the_task_at_once(drain):
+    """`echo` returns its arguments one level down, inside the result's own object:
+    arguments as deep as a payload holds come back too deep to store."""
+    value: Any = []
+    for _ in range(JSON_MAX_DEPTH - 3):
+        value = [value]
+    result = tasks.echo.enqueue(value)
+    drain()
+    finished = tasks.echo.get_result(result.id)
+    assert finished.status == TaskResultStatus.FAILED, "the task fails rather than retry"
+    assert "nested more than" in finished.errors[-1].traceback
+    assert Job.objects.get().attempts == 1, "on its one attempt"
 
 
 def test_an_exception_is_a_retry_under_the_same_budget_then_a_failure(drain, configure):
