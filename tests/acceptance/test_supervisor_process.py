@@ -32,7 +32,7 @@ from jobs.runner.supervisor import EXIT_GAVE_UP, STOP_MARGIN
 from tests.acceptance import wait_for_log
 from tests.conftest import RunJobs
 from tests.helpers import wait_until
-from tests.jobapp.models import Execution
+from tests.jobapp.models import Abandonment, Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -330,6 +330,51 @@ def test_a_child_that_has_said_it_is_ready_is_logged_so_with_its_start_up_time(s
         children(supervisor).items()
     ), "each child, once every lane of it has registered"
     print("\nstart-up to ready: " + ", ".join(f"{seconds} s" for _, _, seconds in ready))
+
+
+def test_poison_jobs_that_kill_ready_children_are_retired_and_the_supervisor_carries_on(
+    supervise, configure
+):
+    """Each death of a ready child is restarted within 2 s, however soon after
+    its start; each poison job spends its attempts, is retired saying its
+    process died, abandoned once; the other jobs are done."""
+    configure(max_concurrent=2, heartbeat_seconds=1, poll_interval_ms=100)
+    poison = [
+        JobSpec.now("test.poison", "exits").with_max_attempts(2),
+        JobSpec.now("test.sigkill", "sigkills").with_max_attempts(2),
+    ]
+    assert all(enqueue_many([*poison, *(JobSpec.now("test.record", f"r-{n}") for n in range(20))]))
+    supervisor = supervise(2)
+
+    settled = Job.objects.filter(state__in=["done", "failed"])
+    wait_until(lambda: settled.count() == 22, 60, "every job settles")
+
+    output = supervisor.output()
+    assert supervisor.process.poll() is None, f"the supervisor carries on:\n{output}"
+    assert "supervisor_gave_up" not in output
+    delays = [
+        float(d) for d in re.findall(r"runner_process_restarted .*delay_seconds=([\d.]+)", output)
+    ]
+    # Claimed side by side, one poison job may kill the other's attempt before it starts.
+    killers = set(
+        Execution.objects.filter(key__in=["exits", "sigkills"]).values_list("pid", flat=True)
+    )
+    assert len(killers) >= 2, "a child died on each round of attempts"
+    assert not any(map(alive, killers)), "each attempt killed its child"
+    assert len(delays) >= len(killers), "each dead child was replaced"
+    assert max(delays) <= 2, f"a ready child's replacement waits 2 s at most: {delays}"
+    for key in ("exits", "sigkills"):
+        job = Job.objects.get(key=key)
+        assert (job.state, job.attempts) == ("failed", 3), key
+        assert "all 2 of its attempts ended with their process dying" in job.last_error, job.errors
+        assert [entry.outcome for entry in job.attempt_history] == [
+            "reclaimed",
+            "reclaimed",
+            "failed",
+        ]
+        assert all("died or vanished" in entry.error for entry in job.attempt_history[:2])
+        assert Abandonment.objects.filter(job_id=job.id).count() == 1, "abandon is called once"
+    assert Job.objects.filter(kind="test.record", state="done").count() == 20
 
 
 @pytest.mark.parametrize(
