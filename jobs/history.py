@@ -255,9 +255,12 @@ def exhausted(job: Job) -> str:
     runner = newest.get(ran, _LOST).runner
     last = f"the last on runner {runner}" if runner else "the last on a runner unknown"
     if died == ran:
+        budget = min(ran, job.max_attempts)
+        past = ran - budget  # claims that found it spent, gone with their process (another job's)
+        more = f", and {past} claim{'s' if past > 1 else ''} past its budget too" if past else ""
         return (
-            f"attempts exhausted: all {ran} of its attempts ended with their process dying "
-            f"before they settled ({last})"
+            f"attempts exhausted: all {budget} of its attempts ended with their process dying "
+            f"before they settled{more} ({last})"
         )
     which = "its last attempt" if died == 1 else f"its last {died} attempts"
     return (

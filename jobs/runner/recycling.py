@@ -10,8 +10,9 @@ process stops claiming (`on_due`), lets the attempts it holds finish within
 `--grace` as on SIGTERM, and exits `EXIT_RECYCLED`, which a supervisor
 restarts at once and a process manager restarts as any non-zero exit. So a
 process runs its N attempts, plus those counted in the same batch settle as
-the Nth and those it holds then: at most N + 2 x `max_concurrent`. An attempt whose settle lost its row is not counted (the signal
-does not fire): it never ran to an outcome of this process's.
+the Nth and those it holds then: at most N + 2 x `max_concurrent`. An
+attempt whose settle lost its row is not counted (the signal does not
+fire): it never ran to an outcome of this process's.
 
 The cost, only when an option is given: one receiver call per settled
 attempt, and for the memory bound one `pread` of /proc/self/statm (a few

@@ -365,14 +365,15 @@ def test_poison_jobs_that_kill_ready_children_are_retired_and_the_supervisor_car
     assert max(delays) <= 2, f"a ready child's replacement waits 2 s at most: {delays}"
     for key in ("exits", "sigkills"):
         job = Job.objects.get(key=key)
-        assert (job.state, job.attempts) == ("failed", 3), key
+        assert job.state == "failed", key
+        # The claim finding its budget spent retires it, unless the other
+        # poison job, claimed beside it, kills that process first.
+        assert job.attempts >= 3, key
         assert "all 2 of its attempts ended with their process dying" in job.last_error, job.errors
-        assert [entry.outcome for entry in job.attempt_history] == [
-            "reclaimed",
-            "reclaimed",
-            "failed",
-        ]
-        assert all("died or vanished" in entry.error for entry in job.attempt_history[:2])
+        outcomes = [entry.outcome for entry in job.attempt_history]
+        assert outcomes[-1] == "failed", job.errors
+        assert set(outcomes[:-1]) == {"reclaimed"}, job.errors
+        assert all("died or vanished" in entry.error for entry in job.attempt_history[:-1])
         assert Abandonment.objects.filter(job_id=job.id).count() == 1, "abandon is called once"
     assert Job.objects.filter(kind="test.record", state="done").count() == 20
 

@@ -50,6 +50,17 @@ def test_a_job_whose_every_attempt_died_with_its_process_is_retired_saying_so():
     )
 
 
+def test_claims_past_the_budget_whose_process_died_before_they_retired_it_are_told_apart():
+    """A claim that finds the budget spent retires the row unrun; another job
+    killing its process first (a poison job claimed beside it) leaves it to
+    the next claim."""
+    job = claimed(6, 3, (1, LOST), (2, LOST), (3, LOST), (4, LOST), (5, LOST))
+    assert history.exhausted(job) == (
+        "attempts exhausted: all 3 of its attempts ended with their process dying "
+        "before they settled, and 2 claims past its budget too (the last on runner host:5)"
+    )
+
+
 def test_only_the_last_attempts_in_a_row_that_died_are_counted():
     job = claimed(4, 3, (1, RETRY), (2, LOST), (3, LOST))
     assert history.exhausted(job) == (
