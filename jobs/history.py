@@ -253,15 +253,18 @@ def exhausted(job: Job) -> str:
             "the last attempt never settled (its process died or vanished)"
         )
     runner = newest.get(ran, _LOST).runner
-    last = f"the last on runner {runner}" if runner else "the last on a runner unknown"
+    where = f"on runner {runner}" if runner else "runner unknown"
+    last = f"the last {where}" if ran > 1 and runner else where
     if died == ran:
         budget = min(ran, job.max_attempts)
         past = ran - budget  # claims that found it spent, gone with their process (another job's)
         more = f", and {past} claim{'s' if past > 1 else ''} past its budget too" if past else ""
-        return (
-            f"attempts exhausted: all {budget} of its attempts ended with their process dying "
-            f"before they settled{more} ({last})"
+        every = (
+            "its one attempt ended with its process dying before it settled"
+            if budget == 1
+            else f"all {budget} of its attempts ended with their process dying before they settled"
         )
+        return f"attempts exhausted: {every}{more} ({last})"
     which = "its last attempt" if died == 1 else f"its last {died} attempts"
     return (
         f"attempts exhausted: {which} (of {ran}, a budget of {job.max_attempts}) ended "

@@ -102,14 +102,12 @@ def test_max_memory_per_process_keeps_a_leaking_handlers_processes_bounded_by_re
     )
     supervisor = runjobs("--processes", "2", "--max-memory-per-process", str(limit), env=ENV)
     peak: dict[int, float] = {}
-    fresh: dict[int, float] = {}  # each process's first sample
     done = Job.objects.filter(state="done")
     deadline = time.monotonic() + 120
     while done.count() < jobs and supervisor.process.poll() is None and time.monotonic() < deadline:
         for pid in map(int, STARTED.findall(supervisor.output())):
             if (rss := rss_mb(pid)) is not None:
                 peak[pid] = max(peak.get(pid, 0.0), rss)
-                fresh.setdefault(pid, rss)
         time.sleep(0.05)
     assert stop(supervisor) == 0
     output = supervisor.output()
@@ -120,12 +118,13 @@ def test_max_memory_per_process_keeps_a_leaking_handlers_processes_bounded_by_re
         (reason, int(attempts), float(rss)) for reason, attempts, rss in RECYCLED.findall(output)
     ]
     highest = max(peak.values())
-    baseline = min(fresh.values())
+    # A fresh runner's size: a recycle's RSS less what its attempts leaked.
+    baseline = min((rss - attempts * leak for _, attempts, rss in recycled), default=0.0)
     print(
         f"\n{jobs} jobs leaking {leak} MB each, --max-memory-per-process {limit}: "
         f"{len(recycled)} recycles at {[rss for _, _, rss in recycled]} MB after "
         f"{[attempts for _, attempts, _ in recycled]} attempts; the highest RSS sampled "
-        f"{highest:.0f} MB over {len(peak)} processes (a fresh one {baseline:.0f} MB; "
+        f"{highest:.0f} MB over {len(peak)} processes (a fresh runner {baseline:.0f} MB; "
         f"without recycling each of the two would have grown past "
         f"{baseline + jobs // 2 * leak:.0f} MB)"
     )

@@ -61,6 +61,14 @@ def test_claims_past_the_budget_whose_process_died_before_they_retired_it_are_to
     )
 
 
+def test_a_job_of_one_attempt_is_told_so():
+    job = claimed(2, 1, (1, LOST))
+    assert history.exhausted(job) == (
+        "attempts exhausted: its one attempt ended with its process dying before it settled "
+        "(on runner host:1)"
+    )
+
+
 def test_only_the_last_attempts_in_a_row_that_died_are_counted():
     job = claimed(4, 3, (1, RETRY), (2, LOST), (3, LOST))
     assert history.exhausted(job) == (
