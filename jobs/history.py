@@ -59,7 +59,8 @@ class Outcome(enum.StrEnum):
     FAILED = "failed"
     #: Overran its budget; retried or retired, as the row's state says.
     TIMED_OUT = "timed_out"
-    #: Its runner vanished: found with an expired lease and taken over.
+    #: Its process died or vanished: found with an expired lease, never
+    #: settled, and taken over.
     RECLAIMED = "reclaimed"
     #: An operator cancelled the job while this attempt ran (or before the
     #: next one started: then the entry has no attempt number).
@@ -82,7 +83,7 @@ class AttemptTimedOut(AttemptError):
 
 
 class AttemptReclaimed(AttemptError):
-    """The attempt's runner vanished; its lease expired and another runner took the job."""
+    """The attempt's process died or vanished; its lease expired and another runner took the job."""
 
 
 class AttemptReleased(AttemptError):
@@ -219,16 +220,69 @@ def for_attempt(
 
 def lost_attempt(job: Job, runner: str | None, started_at: datetime | None, now: datetime) -> Entry:
     """The entry for the attempt before `job`'s current one, found at `now` with
-    its lease expired and its runner gone: written when the row is reclaimed."""
+    its lease expired and never settled: written when the row is reclaimed.
+
+    Its process died or vanished: killed (SIGKILL, the OOM killer), crashed
+    (a segfault, a handler's `os._exit`), its machine lost, or stopped
+    (SIGSTOP) for longer than its lease.
+    """
+    number = job.attempts - 1
     where = f" on runner {runner}" if runner else ""
     return record(
-        attempt=job.attempts - 1,
+        attempt=number,
         started_at=started_at,
         ended_at=now,
         runner=runner,
         outcome=Outcome.RECLAIMED,
-        error=f"lease expired{where}: attempt {job.attempts - 1} never settled",
+        error=(
+            f"the process running attempt {number} died or vanished: "
+            f"its lease expired{where} and the attempt never settled"
+        ),
     )
+
+
+def exhausted(job: Job) -> str:
+    """Why `job`, claimed past its attempt budget, is retired without running:
+    its last attempt never settled. Said from its record: how many of its last
+    attempts in a row ended with their process dying, and the last one's runner.
+
+    An attempt that never settled has a `RECLAIMED` entry (`lost_attempt`),
+    or none at all when the process taking it over died before noting it;
+    every other end of an attempt writes an entry of its own, and `Done`
+    ends the job.
+    """
+    ran = job.attempts - 1
+    newest = {entry.attempt: entry for entry in entries(job.errors) if entry.attempt is not None}
+    died = 0
+    while died < ran and newest.get(ran - died, _LOST).outcome == Outcome.RECLAIMED:
+        died += 1
+    if died == 0:
+        return (
+            f"attempts exhausted: claim {job.attempts} of a budget of {job.max_attempts}; "
+            "the last attempt never settled (its process died or vanished)"
+        )
+    runner = newest.get(ran, _LOST).runner
+    where = f"on runner {runner}" if runner else "runner unknown"
+    last = f"the last {where}" if ran > 1 and runner else where
+    if died == ran:
+        budget = min(ran, job.max_attempts)
+        past = ran - budget  # claims that found it spent, gone with their process (another job's)
+        more = f", and {past} claim{'s' if past > 1 else ''} past its budget too" if past else ""
+        every = (
+            "its one attempt ended with its process dying before it settled"
+            if budget == 1
+            else f"all {budget} of its attempts ended with their process dying before they settled"
+        )
+        return f"attempts exhausted: {every}{more} ({last})"
+    which = "its last attempt" if died == 1 else f"its last {died} attempts"
+    return (
+        f"attempts exhausted: {which} (of {ran}, a budget of {job.max_attempts}) ended "
+        f"with their process dying before they settled ({last})"
+    )
+
+
+#: An attempt missing from the record: it never settled.
+_LOST = Entry(0, None, None, None, "", Outcome.RECLAIMED, "")
 
 
 def appended(stored: Any, entry: Entry) -> list[dict[str, Any]]:

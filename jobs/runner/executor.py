@@ -85,7 +85,13 @@ class Executor:
         now: datetime,
     ) -> list[Attempt]:
         """An attempt for each claim made at `now` under `settings` and `budgets`,
-        each claim logged (a takeover always, an ordinary claim at DEBUG only)."""
+        each claim logged (a takeover always, an ordinary claim at DEBUG only).
+
+        A takeover's lost attempt is put on its record here, before any of
+        the pass's attempts runs: one of them may kill the process at once (a
+        poison job), and a note left to the taking attempt's own worker would
+        then never be written.
+        """
         attempts: list[Attempt] = []
         log_claims = log.enabled(logging.DEBUG)
         for claim in claims:
@@ -106,6 +112,8 @@ class Executor:
                     if job.lease_expires_at
                     else "",
                 )
+            if attempt.previous is not None:
+                self.completer.reclaimed(attempt, now)
             attempts.append(attempt)
         return attempts
 
@@ -114,8 +122,6 @@ class Executor:
     def execute(self, attempt: Attempt) -> None:
         """Refuse or run `attempt`, and hand how it ended to the completer."""
         try:
-            if attempt.previous is not None:
-                self.completer.reclaimed(attempt, self.clock())
             refusal = attempt.unusable or self.refusal(attempt.job, self.clock())
             if refusal is not None:
                 self.completer.refused(attempt, refusal)
@@ -142,10 +148,7 @@ class Executor:
     def refusal(job: Job, now: datetime) -> str | None:
         """Why a claimed row must be retired without running, or None to run it."""
         if job.attempts > job.max_attempts:
-            return (
-                f"attempts exhausted: claim {job.attempts} of a budget of {job.max_attempts}; "
-                "the last attempt never settled (its runner died or lost its lease)"
-            )
+            return history.exhausted(job)
         if job.deadline is not None and job.deadline <= now:
             return (
                 f"deadline {job.deadline.isoformat()} passed "

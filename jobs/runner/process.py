@@ -8,6 +8,12 @@ stops every lane the same way, and the process exits `EXIT_HARD_LIMIT`.
 A second signal exits at once, writing nothing: its rows stay `running`
 until their leases expire and a runner takes them.
 SIGHUP re-reads the config at once.
+
+Under a supervisor the process says when it is ready to claim
+(`jobs.runner.readiness`), once every lane has registered and lane 0 has
+recovered. With `max_jobs` or `max_memory_mb` it recycles itself
+(`jobs.runner.recycling`): it stops claiming as on SIGTERM, finishes its
+attempts within `grace`, and exits `EXIT_RECYCLED` to be started afresh.
 """
 
 from __future__ import annotations
@@ -24,12 +30,19 @@ from django.db import connections
 from jobs import log
 from jobs.metrics.exposition import Address, serve_process
 from jobs.runner.producer import Runner
+from jobs.runner.readiness import Announcer
+from jobs.runner.recycling import Recycling
 
 #: The exit status after a second signal or an expired grace period.
 EXIT_INTERRUPTED = 1
 #: The exit status after a hung attempt outlived its budget by `hard_kill_after`:
 #: the process left so that a supervisor (or a process manager) starts a fresh one.
 EXIT_HARD_LIMIT = 3
+#: The exit status of a process that recycled itself (`--max-jobs-per-process`,
+#: `--max-memory-per-process`) after finishing its attempts: not a failure,
+#: but non-zero, so that a process manager restarting on failure starts a
+#: fresh one; a supervisor does at once. (4 is the supervisor's own.)
+EXIT_RECYCLED = 5
 
 #: Set by `runjobs --processes` for each child, beside the supervisor's pid
 #: (`presence.SUPERVISOR_PID_ENV`): the child's index; only index 0 calls `recover`.
@@ -51,8 +64,11 @@ def serve(
     queues: Sequence[str] | None = None,
     queue_caps: Mapping[str, int] | None = None,
     metrics: Address | None = None,
+    max_jobs: int | None = None,
+    max_memory_mb: int | None = None,
 ) -> int:
-    """Run the loop in this process until signalled (or drained, with `burst`); the exit status.
+    """Run the loop in this process until signalled (or drained, with `burst`,
+    or recycled, with `max_jobs` or `max_memory_mb`); the exit status.
 
     With `metrics`, the process's metrics are served there while it runs
     (`jobs.metrics.exposition`); `MetricsUnavailable` if it cannot listen,
@@ -79,8 +95,11 @@ def serve(
         for runner in runners:
             runner.stop()
 
+    ready = Announcer.from_environment(lanes)
     for runner in runners:
         runner.on_hung = stop_all
+        runner.on_ready = ready.lane_ready
+    recycling = Recycling(max_jobs, max_memory_mb, on_due=stop_all)
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -112,6 +131,7 @@ def serve(
     ]
     finished = hung = False
     try:
+        recycling.connect()
         for thread in others:
             thread.start()
         runners[0].run(burst=burst)
@@ -132,8 +152,11 @@ def serve(
             runner.close(wait=finished and not hung)  # a hung thread is never waited for
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        recycling.close()
         if endpoint is not None:
             endpoint.close()
     if hung:
         return EXIT_HARD_LIMIT
+    if recycling.reason is not None and not signals_seen:  # asked to stop: it did
+        return EXIT_RECYCLED
     return 0 if finished else EXIT_INTERRUPTED

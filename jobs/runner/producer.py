@@ -105,6 +105,9 @@ class Runner:
         #: Called when a hung attempt makes this runner give up; `serve` makes
         #: it stop every lane of the process.
         self.on_hung: Callable[[], None] = self.stop
+        #: Called once it has registered (and recovered) and is about to claim:
+        #: `serve` tells a supervisor the process is ready (`jobs.runner.readiness`).
+        self.on_ready: Callable[[], None] = lambda: None
         #: Set when the config row must be read again before the next claim:
         #: a reload request (SIGHUP, a notice) or a save in this process.
         self._config_stale = threading.Event()
@@ -150,6 +153,7 @@ class Runner:
         self.heartbeat.start()
         if self.recovers:
             recover_all(self.registry, self._current, self.using)
+        self.on_ready()
         while not self.stopping.is_set():
             self.doorbell.clear()
             try:

@@ -16,22 +16,30 @@ The rules:
   reconciles the schedules), as only lane 0 does within a process; its
   replacement keeps index 0. Children run in a process group of their own,
   so a terminal's Ctrl-C reaches them once, through the supervisor.
-- A child that exits while the supervisor is not stopping, whatever its
-  status, is restarted with the same index after its backoff: 0.5 s, doubling
-  at each restart up to 30 s, and 0.5 s again once a child has stayed up
-  `STABLE_AFTER` (30 s). A child that exits `EXIT_HARD_LIMIT` left on purpose
-  (a hung handler) and is replaced at once, its backoff unchanged. Each
-  replacement is logged `runner_process_restarted`.
-- A start fails when its child exits within `START_WINDOW` (10 s), and
-  succeeds once its child has run that long. After `GIVE_UP_AFTER` (5) failed
-  starts with no successful one between them, counted across all children,
-  the supervisor logs `supervisor_gave_up`, stops the others as on SIGTERM and
-  exits `EXIT_GAVE_UP` (4): restarting cannot fix what kills every child at
-  start (the process manager or an operator must).
+- A child says when it is ready to claim (`jobs.runner.readiness`: one byte
+  down a pipe of its own, once it has read the config, registered and
+  recovered), and is logged `runner_process_ready`. A child that exits while
+  the supervisor is not stopping, whatever its status, is restarted with the
+  same index (`jobs.runner.restarts`): one that had become ready after 0.5 s,
+  doubling up to 2 s (a job killed it: jobs are waiting); one that never did
+  after 0.5 s, doubling up to 30 s; either 0.5 s again once a child has stayed
+  up `STABLE_AFTER` (30 s). A ready child that exits `EXIT_HARD_LIMIT` (a hung
+  handler) or `EXIT_RECYCLED` (`--max-jobs-per-process`,
+  `--max-memory-per-process`) left on purpose and is replaced at once, its
+  backoff unchanged. Each replacement is logged `runner_process_restarted`.
+- Only a child that exits before it is ready is a failed start. After
+  `GIVE_UP_AFTER` (5) failed starts with no ready child between them, counted
+  across all children, the supervisor logs `supervisor_gave_up`, stops the
+  others as on SIGTERM and exits `EXIT_GAVE_UP` (4): restarting cannot fix
+  what kills every child before it can claim (an import error, a bad
+  setting; the process manager or an operator must). What jobs do never
+  makes it give up: a handler that kills its process (`os._exit`, a
+  segfault, the OOM killer) kills a ready child.
 - The first SIGTERM or SIGINT is relayed as SIGTERM to every child; nothing is
   restarted any more; each child has the one `--grace` to finish its attempts,
   and the supervisor waits `grace + STOP_MARGIN` before it SIGKILLs any still
-  there. It exits 0 if every child exited 0, else `EXIT_INTERRUPTED` (1). A
+  there. It exits 0 if every child stopped cleanly (`stopped_cleanly`), else
+  `EXIT_INTERRUPTED` (1). A
   second one is relayed as a second SIGTERM (each child then exits at once,
   its rows left to their leases); the supervisor waits `STOP_MARGIN` at most
   and exits 1. SIGHUP is relayed as SIGHUP (each child re-reads its config).
@@ -42,30 +50,21 @@ The rules:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import select
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 from django.db import connections
 
 from jobs import log
 from jobs.metrics.exposition import Address, Children
+from jobs.runner.children import Child, command_line, die_with_parent, shown_status
 from jobs.runner.presence import SUPERVISOR_PID_ENV
-from jobs.runner.process import EXIT_INTERRUPTED, PROCESS_INDEX_ENV
-from jobs.runner.restarts import (
-    GIVE_UP_RULE,
-    START_WINDOW,
-    Restart,
-    RestartPolicy,
-)
+from jobs.runner.process import EXIT_INTERRUPTED, EXIT_RECYCLED, PROCESS_INDEX_ENV
+from jobs.runner.restarts import GIVE_UP_RULE, ON_PURPOSE, Restart, RestartPolicy
 
 #: The most children one supervisor starts (`runjobs --processes`).
 MAX_PROCESSES = 64
@@ -82,50 +81,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 RELAYED = (*STOP_SIGNALS, signal.SIGHUP, signal.SIGCHLD)
 
 
-def shown_status(returncode: int) -> str:
-    """An exit code as a number, a death by signal by the signal's name."""
-    if returncode < 0:
-        try:
-            return signal.Signals(-returncode).name
-        except ValueError:
-            return f"signal {-returncode}"
-    return str(returncode)
-
-
-def command_line() -> list[str]:
-    """How to start `manage.py` again: the way this process was started."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and spec.name:  # python -m django
-        return [sys.executable, "-m", spec.name.removesuffix(".__main__")]
-    return [sys.executable, str(Path(sys.argv[0]).resolve())]
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """On Linux, a `preexec_fn` that has the child sent SIGTERM when the supervisor dies."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    pr_set_pdeathsig = 1
-
-    def arm() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-
-    return arm
-
-
-@dataclass
-class Child:
-    index: int
-    process: subprocess.Popen[bytes] | None = None
-    started: float = 0.0
-    proven: bool = False  # ran START_WINDOW
-    restart_at: float | None = None
-    restart: Restart | None = None
-    old_pid: int = 0
-    old_status: str = ""
+def stopped_cleanly(status: int) -> bool:
+    """Whether a child's exit while the supervisor stops is a clean one: 0;
+    recycled as the stop came (its attempts finished); or SIGTERM's default
+    action, which only meets a child outside its runner's loop (still setting
+    up, or exiting after it), holding no attempt."""
+    return status in (0, EXIT_RECYCLED, -signal.SIGTERM)
 
 
 class Supervisor:
@@ -137,7 +98,7 @@ class Supervisor:
         self.grace = grace
         self.env = dict(env)
         self.policy = RestartPolicy()
-        self.preexec = _die_with_parent()
+        self.preexec = die_with_parent()
         self.stop_deadline: float | None = None
         self.signals_seen = 0
         self.failed = False  # a child exited non-zero while stopping
@@ -152,22 +113,30 @@ class Supervisor:
             SUPERVISOR_PID_ENV: str(os.getpid()),
             PROCESS_INDEX_ENV: str(child.index),
         }
-        child.restart_at, child.started, child.proven = None, time.monotonic(), False
         try:
-            child.process = subprocess.Popen(
-                self.argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                process_group=0,  # a terminal's Ctrl-C reaches them through the supervisor only
-                preexec_fn=self.preexec,
-            )
+            child.spawn(self.argv, env, self.preexec, time.monotonic())
         except OSError as error:  # out of processes or memory: like a child that died at once
             log.event("runner_process_start_failed", logging.ERROR, index=child.index, error=error)
             child.old_pid, child.old_status = 0, "not started"
-            self.settle(child, self.policy.exited(child.index, 0.0, EXIT_INTERRUPTED))
+            restart = self.policy.exited(child.index, 0.0, EXIT_INTERRUPTED, ready=False)
+            self.settle(child, restart)
             return False
+        assert child.process is not None
         log.event("runner_process_started", index=child.index, pid=child.process.pid)
         return True
+
+    def listen(self, child: Child) -> None:
+        """Note whether `child` has said it is ready; a ready one ends the run of failed starts."""
+        if not child.hear():
+            return
+        self.policy.started_fine()
+        assert child.process is not None
+        log.event(
+            "runner_process_ready",
+            index=child.index,
+            pid=child.process.pid,
+            startup_seconds=round(time.monotonic() - child.started, 2),
+        )
 
     def settle(self, child: Child, restart: Restart) -> None:
         """Plan `child`'s restart, or give up."""
@@ -221,29 +190,30 @@ class Supervisor:
         for child in self.live():
             assert child.process is not None
             status = child.process.poll()
+            self.listen(child)  # after the poll: a child that wrote its byte and died is ready
             if status is None:
-                if not child.proven and now - child.started >= START_WINDOW:
-                    child.proven = True
-                    self.policy.started_fine()
                 continue
             uptime = now - child.started
             child.old_pid, child.old_status = child.process.pid, shown_status(status)
             if self.metrics is not None:
                 self.metrics.exited(child.old_pid)
-            child.process = None
+            child.forget()
             stopping = self.stop_deadline is not None
+            chosen = child.ready and status in ON_PURPOSE
             log.event(
                 "runner_process_exited",
-                logging.INFO if stopping else logging.WARNING,
+                logging.INFO if stopping or chosen else logging.WARNING,
                 index=child.index,
                 pid=child.old_pid,
                 status=child.old_status,
+                ready=child.ready,
                 uptime_seconds=round(uptime, 2),
             )
             if stopping:
-                self.failed = self.failed or status != 0
+                self.failed = self.failed or not stopped_cleanly(status)
             else:
-                self.settle(child, self.policy.exited(child.index, uptime, status))
+                restart = self.policy.exited(child.index, uptime, status, ready=child.ready)
+                self.settle(child, restart)
 
     def restart_due(self) -> None:
         now = time.monotonic()
@@ -255,7 +225,9 @@ class Supervisor:
                 assert child.process is not None
                 log.event(
                     "runner_process_restarted",
-                    logging.WARNING,
+                    logging.INFO
+                    if restart.reason == ON_PURPOSE[EXIT_RECYCLED]
+                    else logging.WARNING,
                     index=child.index,
                     old_pid=child.old_pid,
                     new_pid=child.process.pid,
@@ -267,14 +239,19 @@ class Supervisor:
                 return  # gave up
 
     def wait(self, wakeup: int) -> list[int]:
-        """Sleep until a signal (its number, read from the wake-up pipe), a restart or a tick."""
+        """Sleep until a signal (its number, read from the wake-up pipe), a
+        child's word, a restart or a tick."""
         now = time.monotonic()
         due = [child.restart_at for child in self.children if child.restart_at is not None]
         if self.stop_deadline is not None:
             due.append(self.stop_deadline)
         timeout = max(0.0, min([now + TICK, *due]) - now)
-        readable, _, _ = select.select([wakeup], [], [], timeout)
-        if not readable:
+        listening = {fd: child for child in self.live() if (fd := child.listening()) is not None}
+        readable, _, _ = select.select([wakeup, *listening], [], [], timeout)
+        for fd in readable:
+            if fd in listening:
+                self.listen(listening[fd])
+        if wakeup not in readable:
             return []
         try:
             return list(os.read(wakeup, 512))
@@ -295,7 +272,7 @@ class Supervisor:
             child.process.wait()
             if self.metrics is not None:
                 self.metrics.exited(child.process.pid)
-            child.process = None
+            child.forget()
             self.failed = True
 
     def run(self) -> int:

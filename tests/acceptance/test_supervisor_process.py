@@ -4,7 +4,9 @@ The supervisor starts N `runjobs` children, each a runner of its own that
 registers under the supervisor's pid; only one of them recovers. It replaces a
 child that dies (a hung handler's exit at once, anything else after a backoff),
 relays SIGTERM, SIGINT and SIGHUP to them all, and gives up, exiting 4, when
-children keep dying at start. The rules themselves are tests/unit/test_supervisor_rules.py.
+children keep dying before they are ready to claim, never because of what
+jobs do to them. The rules themselves are tests/unit/test_supervisor_rules.py;
+poison jobs at scale are tests/faults/test_poison.py.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from jobs.runner.supervisor import EXIT_GAVE_UP, STOP_MARGIN
 from tests.acceptance import wait_for_log
 from tests.conftest import RunJobs
 from tests.helpers import wait_until
-from tests.jobapp.models import Execution
+from tests.jobapp.models import Abandonment, Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -266,9 +268,9 @@ def test_a_child_that_outlives_its_hard_limit_is_replaced_at_once(supervise, con
 
 
 def test_children_that_keep_dying_at_start_make_the_supervisor_give_up_and_exit_4(supervise):
-    """As if the OOM killer took every child as it started: each is restarted
-    after its backoff (0.5 s, then 1 s) until the fifth failed start in a row,
-    then the supervisor stops and exits 4."""
+    """As if the OOM killer took every child as it started, before it was
+    ready: each is restarted after its backoff (0.5 s, then 1 s) until the
+    fifth failed start in a row, then the supervisor stops and exits 4."""
     supervisor = supervise(2)
     seen: set[int] = set()
     killed: set[int] = set()
@@ -289,13 +291,91 @@ def test_children_that_keep_dying_at_start_make_the_supervisor_give_up_and_exit_
     assert status == EXIT_GAVE_UP, output
     [gave_up] = [line for line in output.splitlines() if " supervisor_gave_up " in line]
     assert f"failed_starts={GIVE_UP_AFTER} " in gave_up, gave_up
-    assert "5 runner processes in a row exited within 10 s of starting" in gave_up
+    assert "5 runner processes in a row exited before they were ready to claim" in gave_up
     delays = re.findall(r"runner_process_restarted .*delay_seconds=([\d.]+)", output)
     assert delays[:3] == ["0.5", "0.5", "1.0"], f"each child's backoff doubles:\n{output}"
     assert delays[3:] in ([], ["1.0"]), f"nothing restarts after giving up:\n{output}"
     assert len(killed) in (GIVE_UP_AFTER, GIVE_UP_AFTER + 1), "no start after the fifth failed"
     assert took < 0.5 + 1 + 5, "given up after two rounds of restarts, not later"
     assert not any(map(alive, seen))
+
+
+def test_children_that_can_never_start_an_import_error_make_the_supervisor_give_up_and_exit_4(
+    supervise,
+):
+    """The handlers' module fails to import in every child: no child ever says
+    it is ready, so restarting cannot help, and the supervisor says so."""
+    supervisor = supervise(2, env={"TEST_CHILD_IMPORT_FAILS": "1"})
+
+    status = supervisor.wait(timeout=60)
+
+    output = supervisor.output()
+    assert status == EXIT_GAVE_UP, output
+    assert "ImportError: tests.jobapp.jobs fails to import" in output, "the children's own error"
+    assert "runner_process_ready" not in output, "no child ever became ready"
+    assert output.count(" runner_process_exited ") >= GIVE_UP_AFTER, output
+    assert " ready=False " in output
+    assert "failed_starts=5 " in output
+
+
+def test_a_child_that_has_said_it_is_ready_is_logged_so_with_its_start_up_time(supervise):
+    supervisor = supervise(2, "--lanes", "2")
+    registered(supervisor, 4)
+    wait_for_log(supervisor, "runner_process_ready")
+    wait_until(lambda: supervisor.output().count(" runner_process_ready ") == 2, 10, "both ready")
+    ready = re.findall(
+        r" runner_process_ready index=(\d) pid=(\d+) startup_seconds=([\d.]+)", supervisor.output()
+    )
+    assert sorted((int(index), int(pid)) for index, pid, _ in ready) == sorted(
+        children(supervisor).items()
+    ), "each child, once every lane of it has registered"
+    print("\nstart-up to ready: " + ", ".join(f"{seconds} s" for _, _, seconds in ready))
+
+
+def test_poison_jobs_that_kill_ready_children_are_retired_and_the_supervisor_carries_on(
+    supervise, configure
+):
+    """Each death of a ready child is restarted within 2 s, however soon after
+    its start; each poison job spends its attempts, is retired saying its
+    process died, abandoned once; the other jobs are done."""
+    configure(max_concurrent=2, heartbeat_seconds=1, poll_interval_ms=100)
+    poison = [
+        JobSpec.now("test.poison", "exits").with_max_attempts(2),
+        JobSpec.now("test.sigkill", "sigkills").with_max_attempts(2),
+    ]
+    assert all(enqueue_many([*poison, *(JobSpec.now("test.record", f"r-{n}") for n in range(20))]))
+    supervisor = supervise(2)
+
+    settled = Job.objects.filter(state__in=["done", "failed"])
+    wait_until(lambda: settled.count() == 22, 60, "every job settles")
+
+    output = supervisor.output()
+    assert supervisor.process.poll() is None, f"the supervisor carries on:\n{output}"
+    assert "supervisor_gave_up" not in output
+    delays = [
+        float(d) for d in re.findall(r"runner_process_restarted .*delay_seconds=([\d.]+)", output)
+    ]
+    # Claimed side by side, one poison job may kill the other's attempt before it starts.
+    killers = set(
+        Execution.objects.filter(key__in=["exits", "sigkills"]).values_list("pid", flat=True)
+    )
+    assert len(killers) >= 2, "a child died on each round of attempts"
+    assert not any(map(alive, killers)), "each attempt killed its child"
+    assert len(delays) >= len(killers), "each dead child was replaced"
+    assert max(delays) <= 2, f"a ready child's replacement waits 2 s at most: {delays}"
+    for key in ("exits", "sigkills"):
+        job = Job.objects.get(key=key)
+        assert job.state == "failed", key
+        # The claim finding its budget spent retires it, unless the other
+        # poison job, claimed beside it, kills that process first.
+        assert job.attempts >= 3, key
+        assert "all 2 of its attempts ended with their process dying" in job.last_error, job.errors
+        outcomes = [entry.outcome for entry in job.attempt_history]
+        assert outcomes[-1] == "failed", job.errors
+        assert set(outcomes[:-1]) == {"reclaimed"}, job.errors
+        assert all("died or vanished" in entry.error for entry in job.attempt_history[:-1])
+        assert Abandonment.objects.filter(job_id=job.id).count() == 1, "abandon is called once"
+    assert Job.objects.filter(kind="test.record", state="done").count() == 20
 
 
 @pytest.mark.parametrize(
@@ -305,6 +385,14 @@ def test_children_that_keep_dying_at_start_make_the_supervisor_give_up_and_exit_
         (["--processes", "65"], "--processes: must be from 1 to 64, not 65"),
         (["--processes", "x"], "--processes: takes a whole number, not 'x'"),
         (["--processes", "2", "--burst"], "does not combine with --processes"),
+        (
+            ["--max-jobs-per-process", "0"],
+            "--max-jobs-per-process: must be from 1 to 100000000, not 0",
+        ),
+        (
+            ["--max-memory-per-process", "lots"],
+            "--max-memory-per-process: takes a whole number, not 'lots'",
+        ),
     ],
 )
 def test_a_bad_processes_option_exits_2_with_a_sentence(runjobs, args, message):
@@ -355,5 +443,5 @@ def test_under_a_stream_of_handlers_that_never_return_threads_and_connections_st
     # Eight slots (max_concurrent) of worker threads, and a few of the runner's
     # own (loop, config ticker, listener): never one more per hung attempt.
     assert most_threads <= 8 + 6, f"threads stay bounded: {most_threads}"
-    first = min(samples)  # the first child's first sample: a fresh process's descriptors
+    first = next(iter(samples))  # the first child sampled (pids wrap): a fresh process
     assert most_fds <= samples[first][0][1] + 8 + 4, f"descriptors stay bounded: {most_fds}"

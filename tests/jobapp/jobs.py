@@ -171,6 +171,52 @@ class LimitedHandler(JobHandler):
         return Done()
 
 
+# -- Poison containment and recycling (issue 34): processes that die, leak, fail to start --
+
+#: Set in a supervisor's environment, this module fails to import in its
+#: children only (they alone have `JOBS_SUPERVISOR_PID`): a child that can
+#: never start, as a broken deploy's would be.
+if os.environ.get("TEST_CHILD_IMPORT_FAILS") and os.environ.get("JOBS_SUPERVISOR_PID"):
+    raise ImportError("tests.jobapp.jobs fails to import in a supervisor's child, on purpose")
+
+
+@register
+class SigkillHandler(JobHandler):
+    """Records the execution, then SIGKILLs its own process, as the OOM killer
+    would: nothing runs after it, not even Python's exit handlers."""
+
+    kind = "test.sigkill"
+
+    def lease(self) -> timedelta:
+        return timedelta(seconds=float(os.environ.get("TEST_POISON_LEASE", "1")))
+
+    def run(self, job: Job) -> Done:
+        _record(job)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable: the process is gone")
+
+    def abandon(self, job: Job, reason: str) -> None:
+        Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
+
+
+#: What `LeakHandler` has leaked in this process, kept for ever.
+LEAKED: list[bytes] = []
+
+
+@register
+class LeakHandler(JobHandler):
+    """Records the execution, leaks `payload["mb"]` MB (20 by default) of
+    memory that is really resident (written, not merely reserved), succeeds."""
+
+    kind = "test.leak"
+
+    def run(self, job: Job) -> Done:
+        execution = _record(job)
+        LEAKED.append(b"\x01" * (int(job.payload.get("mb", 20)) * 1024 * 1024))
+        _finish(execution)
+        return Done()
+
+
 from tests.jobapp import schedule_jobs  # noqa: E402, F401  (the schedules tests' handlers)
 
 # isort: split

@@ -65,6 +65,11 @@ def _port(text: str) -> int:
     return value
 
 
+#: The most attempts `--max-jobs-per-process` allows (a process that never recycles).
+MAX_JOBS_PER_PROCESS = 100_000_000
+#: The largest `--max-memory-per-process`, in MB: 1 TiB.
+MAX_MEMORY_PER_PROCESS = 1_048_576
+
 #: The largest `--queue NAME=N` cap: far past any `max_concurrent`.
 MAX_QUEUE_CAP = 10_000
 
@@ -142,6 +147,27 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--max-jobs-per-process",
+            type=_from_one_to(MAX_JOBS_PER_PROCESS),
+            metavar="N",
+            help=(
+                "Recycle the process once N of its attempts have ended (like Celery's "
+                "max_tasks_per_child): it stops claiming, finishes what it holds within "
+                "--grace and exits 5, which --processes restarts at once (under a process "
+                "manager, restart it on a non-zero exit). Off by default."
+            ),
+        )
+        parser.add_argument(
+            "--max-memory-per-process",
+            type=_from_one_to(MAX_MEMORY_PER_PROCESS),
+            metavar="MB",
+            help=(
+                "Recycle the process, as --max-jobs-per-process does, when its resident "
+                "memory is over MB megabytes after an attempt (like Celery's "
+                "max_memory_per_child). Off by default."
+            ),
+        )
+        parser.add_argument(
             "--metrics-port",
             type=_port,
             metavar="PORT",
@@ -215,6 +241,8 @@ class Command(BaseCommand):
             queues=[name for name, _ in options["queues"]] if options["queues"] else None,
             queue_caps={name: cap for name, cap in options["queues"] or () if cap is not None},
             metrics=metrics,
+            max_jobs=options["max_jobs_per_process"],
+            max_memory_mb=options["max_memory_per_process"],
         )
 
 
@@ -226,6 +254,9 @@ def child_arguments(options: dict[str, Any]) -> list[str]:
         f"--database={options['database']}",
         f"--verbosity={options['verbosity']}",
     ]
+    for option in ("max_jobs_per_process", "max_memory_per_process"):
+        if options.get(option) is not None:
+            arguments.append(f"--{option.replace('_', '-')}={options[option]}")
     for name, cap in options["queues"] or ():
         arguments.append(f"--queue={name}" if cap is None else f"--queue={name}={cap}")
     for option in ("settings", "pythonpath"):
