@@ -20,12 +20,15 @@ DEFAULT_OUTPUT = ROOT / "docs" / "reliability.md"
 #: The order scenarios are shown in, and what each proves.
 SCENARIOS = {
     "crash (SIGKILL every second)": (
+        "50,000 jobs; a runner SIGKILLed every second for a minute, each replaced at once. "
         "Every job done; a job ran again only where its earlier attempt's process was "
-        "SIGKILLed before the settle landed."
+        "SIGKILLed before the settle landed; no healthy attempt ran beside another."
     ),
     "database restart": (
-        "Runners log the outage, back off, reconnect (LISTEN too) and finish; a job ran "
-        "again only where its runner logged the settle as failed."
+        "50,000 jobs; PostgreSQL restarted four times mid-drain. Runners log each outage, "
+        "back off, reconnect (LISTEN too) and finish; settles are tried again until the "
+        "server answers, so a job ran again only where its runner logged the settle as "
+        "failed or its handler's own write failed in the outage (a retry)."
     ),
     "PostgreSQL crash (slow handlers)": (
         "PostgreSQL stopped in immediate mode mid-drain and started (a crash, the WAL "
@@ -64,6 +67,20 @@ SCENARIOS = {
         "Runners SIGKILLed as each retirement commits, before the `abandon` call is claimed: "
         "every call is left owed, none lost, and two runners started together once the 10 s "
         "grace has passed make each exactly once (`abandon` is at most once per retirement)."
+    ),
+    "bad outcomes": (
+        "Handlers that return what no database stores (a NUL, a lone surrogate, a set, "
+        "40-deep nesting), reasons that are not text, exceptions whose message has a NUL, "
+        "and a Reschedule of -1 h or 0: each is its own job's Failed (or a Retry with its "
+        "reason as text), settled at once; no innocent job in the same batch runs twice, "
+        "none is left running, no hot loop."
+    ),
+    "poison jobs under a supervisor": (
+        "`runjobs --processes 2` with jobs that `os._exit` or SIGKILL their own process: "
+        "a child that had said it was ready is never a failed start, so the supervisor "
+        "never gives up; each is replaced within about 2 s; each poison job is retired "
+        "after its attempts, saying its process died, with `abandon` once; jobs that "
+        "shared a dying process ran again, each explained by that death."
     ),
     "raising recover": "Logged at start-up; the runner drains anyway.",
     "graceful shutdown under load": (
@@ -153,6 +170,40 @@ def render(figures: dict[str, dict[str, Any]]) -> str:
         "runner killed between retirement and abandon, from the first runner's start to "
         "every owed `abandon` made (the 10 s grace included).",
         "",
+        "## What is guaranteed, precisely",
+        "",
+        "- **No job is lost.** Every queued job settles (`done`, `failed` or `cancelled`) "
+        "whatever the runners, their handlers or the database do, as long as some runner "
+        "serving its queue comes back.",
+        "- **Execution is at least once, attempts counted at claim.** A handler may run "
+        "again after its process died or its settle never landed; each such run is a new "
+        "attempt, counted, so a job's handler runs at most `max_attempts` times (a claim "
+        "past the budget retires the job unrun, saying how its attempts ended).",
+        "- **A healthy attempt never runs beside another of its job.** Its runner renews "
+        "its lease every heartbeat on a connection of its own, skipping (and retrying "
+        "next beat) a row another session holds, and tells time by the database's clock, "
+        "so neither a row lock nor a skewed clock lets another runner take it. The one "
+        "exception is stated: a runner that cannot renew for a whole lease (three "
+        "heartbeats: its database unreachable) gives the attempt up (`job_lease_lost`); "
+        "its handler is not interrupted, and what it returns is refused if another "
+        "attempt holds the row by then.",
+        "- **Each settle lands at most once.** Every settle is fenced on its attempt; a "
+        "late or stale one writes nothing. A job is settled `done` once, its result "
+        "stored once. A settle that meets a transient database error is tried again "
+        "for a few seconds; a batch that fails is settled row by row.",
+        "- **`abandon` is called at most once per retirement, even across a crash.** The "
+        "retirement commits first, with the call marked owed; the call is then claimed "
+        "by one conditional update and made outside any lock or transaction of the "
+        "retirement. A process that dies before the claim leaves the mark, and a runner "
+        "with the handler pays it; one that dies during the call does not make it again "
+        "(`job_abandon_started` with no end says so).",
+        "- **A handler's own writes are not exactly once with its job yet**: they commit "
+        "in their own transactions, so a rerun repeats them unless the handler is "
+        "idempotent (keyed by `job.id` or `(kind, key)`).",
+        "- **Schedules keep one live occurrence each**; a schedule row edited into "
+        "nonsense stops only its successor, and the schedule resumes within a minute of "
+        "the row being fixed.",
+        "",
         "## Found and fixed by this suite",
         "",
         "- A `runjobs` started while its database was down exited with a traceback (the "
@@ -163,6 +214,26 @@ def render(figures: dict[str, dict[str, Any]]) -> str:
         "ran stayed in Django's per-connection query log, since a runner never ends a "
         "request: a 100,000-job drain grew the process by ~22 MB. The loop and the workers "
         "now clear it (`jobs/runner/pool.py: forget_queries`).",
+        "- A session holding a lock on one running row (an operator's cancel whose "
+        "`abandon` was slow, any `SELECT ... FOR UPDATE`) blocked the one statement that "
+        "renewed all of a runner's leases, on the loop's thread: their leases ran out and "
+        "another runner took healthy attempts (7 of 8 ran twice at once). Leases are now "
+        "renewed on a heartbeat thread with its own connection, skipping locked rows.",
+        "- Every due-time and lease decision used the runner's own clock: a runner 25 s "
+        "ahead took all of another's healthy attempts; one 60 s behind wrote leases "
+        "already expired. Runners now correct by the database's clock, measured at every "
+        "heartbeat (`jobs/clock.py`).",
+        "- A handler that killed its process counted as a failed start when the process "
+        "died within 10 s, so six poison jobs made `runjobs --processes 2` give up (exit "
+        "4) with rows left running. A start now succeeds when the child says it is ready.",
+        "- One `Done` result PostgreSQL's jsonb refused (a NUL, a lone surrogate) failed "
+        "the whole batch's settle and innocent jobs ran twice; `Retry(None)` and the like "
+        "crashed their settle; `Reschedule` of a negative delay looped hot. Outcomes are "
+        "now checked before their settle, and a failed batch settles row by row.",
+        "- With `idle_in_transaction_session_timeout` set, a slow `abandon` inside the "
+        "retirement's transaction had it killed and rolled back, and the job was "
+        "reclaimed and abandoned again (11 calls, attempts 11 of 5). The retirement now "
+        "commits first and `abandon` runs after, at most once.",
         "",
         "## What each scenario proves, and its other figures",
         "",

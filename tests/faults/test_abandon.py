@@ -128,7 +128,9 @@ def test_a_slow_abandon_past_the_servers_idle_transaction_timeout_is_called_once
         jobs_lost=result.lost,
         completed_attempts_repeated=result.repeated,
         unexplained_repeats=result.unexplained_repeats,
-        abandon_calls_most_per_job=max(calls.values()),
+        concurrent_duplicates=result.concurrent_duplicates,
+        stuck=books.stuck,
+        abandon_calls_max=max(calls.values()),
         attempts_most=max(row.attempts for row in rows.values()),
         abandon_failures_logged=count_events([output], "job_abandon_failed"),
         time_to_recover_seconds=round(took, 2),
@@ -197,7 +199,9 @@ def test_a_runner_killed_between_a_retirement_and_its_abandon_leaves_a_debt_paid
         jobs_lost=result.lost,
         completed_attempts_repeated=result.repeated,
         unexplained_repeats=result.unexplained_repeats,
-        abandon_calls_most_per_job=max(calls.values()),
+        concurrent_duplicates=result.concurrent_duplicates,
+        stuck=books.stuck,
+        abandon_calls_max=max(calls.values()),
         time_to_recover_seconds=round(paid_in, 2),
     )
     assert not result.problems, "the books balance:\n" + "\n".join(result.problems)

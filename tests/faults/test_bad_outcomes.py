@@ -130,6 +130,8 @@ def test_bad_outcomes_are_settled_as_their_own_jobs_failures_and_never_cost_a_ba
         jobs_lost=result.lost,
         completed_attempts_repeated=result.repeated,
         unexplained_repeats=result.unexplained_repeats,
+        concurrent_duplicates=result.concurrent_duplicates,
+        stuck=books.stuck,
         good_jobs_run_twice=len(ran_twice),
         bad_jobs_left_running=sum(rows[job_id].state == "running" for job_id in bad_jobs),
         bad_job_executions=sum(len(runs.get(job_id, [])) for job_id in bad_jobs),

@@ -111,7 +111,8 @@ def test_a_runner_a_minute_off_takes_no_healthy_attempt_and_runs_no_job_twice_at
         faults=f"one runner under libfaketime, its clock {offset:+d} s off",
         jobs_lost=result.lost,
         healthy_attempts_taken=taken,
-        jobs_run_twice_at_once=twice_at_once,
+        concurrent_duplicates=twice_at_once,
+        stuck=books.stuck,
         skew_logged_ms=told[0] if told else None,
     )
     assert statuses == {"normal": 0, "skewed": 0}, "both runners stopped cleanly"

@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import RunJobs
 from tests.faults.books import (
+    attempts_retried,
     audit,
     count_events,
     read_books,
@@ -62,40 +63,48 @@ def books_of(cluster, kinds):
         return read_books(cursor, kinds)
 
 
-@pytest.mark.timeout(300)
-def test_a_database_restart_mid_drain_loses_no_job_and_applies_no_settle_twice(
+#: The restart storm's backlog, and the share of it done before each restart.
+RESTART_STORM_JOBS = 50_000
+RESTART_AT = (0.2, 0.4, 0.6, 0.8)
+
+
+@pytest.mark.timeout(600)
+def test_database_restarts_mid_drain_lose_no_job_and_apply_no_settle_twice(
     cluster, private_runjobs
 ):
-    """Runners log the outage, back off, reconnect (LISTEN included) and finish the drain."""
-    total = 2_000
+    """Runners log each outage, back off, reconnect (LISTEN included) and finish the drain."""
+    total = RESTART_STORM_JOBS
     expected = enqueue_on(cluster, total, "test.sleep", {"seconds": 0.01})
     runners = [private_runjobs(env=ENV) for _ in range(2)]
     started = time.monotonic()
-    wait_until(
-        lambda: done_count(cluster, "test.sleep") >= total // 4,
-        90,
-        "a quarter of the jobs are done before the restart",
-    )
-    done_before = done_count(cluster, "test.sleep")
-    restart_at = time.monotonic()
-    cluster.restart()
-    back_at = time.monotonic()
-    wait_until(
-        lambda: done_count(cluster, "test.sleep") > done_before,
-        60,
-        "jobs complete again after the restart",
-    )
-    recovered_at = time.monotonic()
+    restarts: list[float] = []
+    recoveries: list[float] = []
+    for share in RESTART_AT:
+        wait_until(
+            lambda share=share: done_count(cluster, "test.sleep") >= total * share,
+            240,
+            f"{share:.0%} of the jobs are done before the next restart",
+        )
+        done_before = done_count(cluster, "test.sleep")
+        restart_at = time.monotonic()
+        cluster.restart()
+        restarts.append(time.monotonic() - restart_at)
+        wait_until(
+            lambda done_before=done_before: done_count(cluster, "test.sleep") > done_before,
+            60,
+            "jobs complete again after the restart",
+        )
+        recoveries.append(time.monotonic() - restart_at)
     wait_until(
         lambda: done_count(cluster, "test.sleep") == total,
-        120,
-        "every job is done after the restart",
+        240,
+        "every job is done after the restarts",
     )
     drained = time.monotonic() - started
     for runner in runners:
 
         def listening_again(runner: RunJobs = runner) -> bool:
-            return runner.output().count("runner_listening") >= 2
+            return runner.output().count("runner_listening") >= 1 + len(RESTART_AT)
 
         wait_until(
             listening_again,
@@ -110,7 +119,10 @@ def test_a_database_restart_mid_drain_loses_no_job_and_applies_no_settle_twice(
         assert stop(runner) == 0, "a runner stops cleanly after the drain"
 
     books = books_of(cluster, ["test.sleep"])
-    result = audit(books, expected, not_landed=settles_not_landed(logs))
+    # A handler whose own write failed in an outage raised: its attempt is
+    # retried (the settle tried until the database answered), not lost.
+    ended = settles_not_landed(logs) | attempts_retried(logs)
+    result = audit(books, expected, not_landed=ended)
     outage_lines = sum(
         count_events(logs, name)
         for name in ("runner_database_error", "job_settle_failed", "runner_listener_lost")
@@ -118,12 +130,14 @@ def test_a_database_restart_mid_drain_loses_no_job_and_applies_no_settle_twice(
     record_figures(
         "database restart",
         load=f"{total} jobs (10 ms each), 2 runners x 8 slots",
-        faults="private cluster restarted once mid-drain (fast shutdown)",
+        faults=f"private cluster restarted {len(RESTART_AT)} times mid-drain (fast shutdown)",
         jobs_lost=result.lost,
         completed_attempts_repeated=result.repeated,
         unexplained_repeats=result.unexplained_repeats,
-        restart_seconds=round(back_at - restart_at, 2),
-        time_to_recover_seconds=round(recovered_at - restart_at, 2),
+        concurrent_duplicates=result.concurrent_duplicates,
+        stuck=len(cluster.query("SELECT 1 FROM jobs_job WHERE state = 'running'")),
+        restart_seconds=[round(seconds, 2) for seconds in restarts],
+        time_to_recover_seconds=round(max(recoveries), 2),
         drain_seconds=round(drained, 1),
         outage_log_lines=outage_lines,
         listening_logged=[log.count("runner_listening") for log in logs],

@@ -148,6 +148,8 @@ def test_poison_jobs_never_stop_a_supervisor_and_are_retired_after_their_attempt
         faults=f"{len(deaths)} child deaths caused by the poison jobs",
         jobs_lost=result.lost,
         concurrent_duplicates=concurrent,
+        stuck=books.stuck,
+        abandon_calls_max=max(abandons.values(), default=0),
         completed_attempts_repeated=result.repeated,
         unexplained_repeats=result.unexplained_repeats,
         jobs_run_again_after_sharing_a_dying_process=collateral,

@@ -135,7 +135,8 @@ def test_a_row_locked_past_its_lease_holds_up_no_other_renewal_and_no_job_runs_t
         faults=f"SELECT ... FOR UPDATE on one running row for {held:.1f} s "
         f"(its lease: {3 * HEARTBEAT} s)",
         jobs_lost=result.lost,
-        jobs_run_twice_at_once=twice_at_once,
+        concurrent_duplicates=twice_at_once,
+        stuck=books.stuck,
         executions=executions,
         renewals_skipped_logged=len(skipped),
         leases_lost_logged=count_events(logs, "job_lease_lost"),
