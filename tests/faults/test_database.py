@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -79,9 +80,13 @@ def test_database_restarts_mid_drain_lose_no_job_and_apply_no_settle_twice(
     started = time.monotonic()
     restarts: list[float] = []
     recoveries: list[float] = []
+
+    def done_at_least(count: float) -> Callable[[], bool]:
+        return lambda: done_count(cluster, "test.sleep") >= count
+
     for share in RESTART_AT:
         wait_until(
-            lambda share=share: done_count(cluster, "test.sleep") >= total * share,
+            done_at_least(total * share),
             240,
             f"{share:.0%} of the jobs are done before the next restart",
         )
@@ -89,11 +94,7 @@ def test_database_restarts_mid_drain_lose_no_job_and_apply_no_settle_twice(
         restart_at = time.monotonic()
         cluster.restart()
         restarts.append(time.monotonic() - restart_at)
-        wait_until(
-            lambda done_before=done_before: done_count(cluster, "test.sleep") > done_before,
-            60,
-            "jobs complete again after the restart",
-        )
+        wait_until(done_at_least(done_before + 1), 60, "jobs complete again after the restart")
         recoveries.append(time.monotonic() - restart_at)
     wait_until(
         lambda: done_count(cluster, "test.sleep") == total,
