@@ -29,7 +29,7 @@ from jobs.spec import strict_json
 from jobs.stopping import Stopping
 from jobs.store.base import NewJob
 from jobs.store.orm import OrmStore
-from jobs.store.postgresql import driver, sql
+from jobs.store.postgresql import driver, preparing, sql
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
 from jobs.store.rows import Claim, claim_from_row, in_claim_order, lease_ends, loaded_datetime
 
@@ -78,13 +78,18 @@ class PostgreSQLStore(OrmStore):
             return []
         chunks = [rows[n : n + INSERT_MANY_CHUNK] for n in range(0, len(rows), INSERT_MANY_CHUNK)]
         queued = [False] * len(rows)
-        with transaction.atomic(using=self.using), contextlib.ExitStack() as cursors:
-            connection = self.connection
+        connection = self.connection
+        with (
+            preparing.mix_ups_explained(connection),
+            transaction.atomic(using=self.using),
+            contextlib.ExitStack() as cursors,
+        ):
             connection.ensure_connection()
+            prepare = preparing.prepares(connection)  # before the pipeline: may ask the server
             with connection.wrap_database_errors, connection.connection.pipeline():
                 sent = []
                 for chunk in chunks:
-                    cursor = cursors.enter_context(driver.hot_cursor(connection))
+                    cursor = cursors.enter_context(driver.hot_cursor(connection, prepare=prepare))
                     cursor.execute(sql.INSERT_MANY_SQL, _insert_many_params(chunk))
                     sent.append(cursor)
                 # Written while PostgreSQL inserts: which row each identity names.
@@ -104,7 +109,7 @@ class PostgreSQLStore(OrmStore):
             return set()
         params = {"now": now, **_settle_params(done)}
         rows = driver.fetch(
-            self.connection, sql.COMPLETE_MANY_SQL, params, plan_once=True, quiet=True
+            self.connection, sql.COMPLETE_MANY_SQL, params, planner_settings=True, quiet=True
         )
         return {row[0] for row in rows}
 
@@ -132,7 +137,7 @@ class PostgreSQLStore(OrmStore):
             self.connection,
             sql.SETTLE_AND_CLAIM_CAPPED_SQL if kind_caps else sql.SETTLE_AND_CLAIM_SQL,
             params,
-            plan_once=True,
+            planner_settings=True,
             claimed_rows=True,
             quiet=True,
         )
@@ -158,7 +163,7 @@ class PostgreSQLStore(OrmStore):
             self.connection,
             sql.CLAIM_CAPPED_SQL if kind_caps else sql.CLAIM_SQL,
             params,
-            plan_once=True,
+            planner_settings=True,
             claimed_rows=True,
             quiet=True,
         )
