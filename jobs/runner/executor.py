@@ -27,6 +27,7 @@ from jobs.config import JobsSettings
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Reschedule, Retry
 from jobs.models import Job
 from jobs.registry import Registry
+from jobs.runner import connection_budget
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.schedules.occurrences import admit
@@ -114,6 +115,7 @@ class Executor:
 
     def execute(self, attempt: Attempt) -> None:
         """Refuse or run `attempt`, and hand how it ended to the completer."""
+        connection_budget.ready(self.completer.store)
         try:
             if attempt.previous is not None:
                 self.completer.reclaimed(attempt, self.clock())
@@ -166,6 +168,9 @@ class Executor:
         GeneratorExit a bug. Each ends the attempt without an outcome, which
         is a failure; let through, it ended the thread silently (threading
         ignores SystemExit) and left the row `running` until its lease expired.
+        So is a connection the server refused the handler's query: the
+        attempt's `Retry`, settled on this thread like any other
+        (`connection_budget.handler_failed` sees that the settle can have one).
         """
         handler, job = attempt.handler, attempt.job
         signals.send(signals.job_started, job.kind, job=job, attempt=job.attempts)
@@ -179,6 +184,7 @@ class Executor:
             reason = f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
             return Retry(reason, exception=history.AttemptTimedOut(reason))
         except BaseException as error:
+            connection_budget.handler_failed(self.completer.store, error)
             return Retry(traceback.format_exc(), exception=error)
         if isinstance(result, Done) and result.result is not None:
             try:

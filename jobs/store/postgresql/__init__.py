@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from jobs.models import Job
 from jobs.spec import strict_json
 from jobs.stopping import Stopping
-from jobs.store.base import NewJob
+from jobs.store.base import ConnectionLimit, ConnectionRoom, NewJob
 from jobs.store.orm import OrmStore
 from jobs.store.postgresql import driver, preparing, sql
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
@@ -221,6 +221,33 @@ class PostgreSQLStore(OrmStore):
         if found is None or found[0] is None:
             return None
         return dict(zip(found[0], found[1], strict=True))
+
+    def connection_room(self) -> ConnectionRoom:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql.CONNECTION_ROOM_SQL)
+            found = cursor.fetchone()
+        most, reserved, in_use, superuser, role_limit, role_in_use, db_limit, db_in_use = found
+        # Superusers may take the reserved slots, and no role's or database's
+        # own limit holds them.
+        limits = [ConnectionLimit("max_connections", most - (0 if superuser else reserved), in_use)]
+        if not superuser and role_limit >= 0:
+            limits.append(ConnectionLimit("the role's CONNECTION LIMIT", role_limit, role_in_use))
+        if not superuser and db_limit >= 0:
+            limits.append(ConnectionLimit("the database's CONNECTION LIMIT", db_limit, db_in_use))
+        return ConnectionRoom(most, tuple(limits))
+
+    def out_of_connections(self, error: BaseException) -> bool:
+        """PostgreSQL refuses a connection for want of room before the session
+        exists, so libpq's error carries no SQLSTATE, only the server's message
+        (in English unless the server's `lc_messages` says otherwise)."""
+        cause: BaseException | None = error
+        while cause is not None:
+            if isinstance(cause, psycopg.OperationalError) and any(
+                said in str(cause) for said in sql.OUT_OF_CONNECTIONS
+            ):
+                return True
+            cause = cause.__cause__ or cause.__context__
+        return False
 
     def notify(self, payload: str = "") -> None:
         with self.connection.cursor() as cursor:

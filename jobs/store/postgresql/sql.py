@@ -63,6 +63,44 @@ PLANNER_SETTINGS_SQL = "SELECT " + ", ".join(
 #: (`driver.prepares`).
 BACKEND_PID_SQL = "SELECT pg_backend_pid()"
 
+#: What the server has room for, for `Store.connection_room`: its
+#: `max_connections` less the slots kept for superusers (and, from
+#: PostgreSQL 16, for members of `pg_use_reserved_connections`), the client
+#: connections open now, and the current role's and database's own
+#: `CONNECTION LIMIT` (-1 for none) with their connections open now. Every
+#: count includes this session. Superusers are held to none of the limits
+#: but `max_connections`. Reads `pg_stat_activity`, whose rows (not their
+#: queries) every role sees.
+CONNECTION_ROOM_SQL = """
+    SELECT current_setting('max_connections')::integer,
+           current_setting('superuser_reserved_connections')::integer
+             + CASE WHEN EXISTS (SELECT FROM pg_roles
+                                 WHERE rolname = 'pg_use_reserved_connections'
+                                   AND pg_has_role(current_user, oid, 'MEMBER'))
+                    THEN 0
+                    ELSE COALESCE(current_setting('reserved_connections', true)::integer, 0)
+               END,
+           (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'),
+           r.rolsuper,
+           r.rolconnlimit,
+           (SELECT count(*) FROM pg_stat_activity
+            WHERE backend_type = 'client backend' AND usesysid = r.oid),
+           d.datconnlimit,
+           (SELECT count(*) FROM pg_stat_activity
+            WHERE backend_type = 'client backend' AND datid = d.oid)
+    FROM pg_roles AS r, pg_database AS d
+    WHERE r.rolname = current_user AND d.datname = current_database()
+"""
+
+#: What PostgreSQL says when it refuses a new connection for want of room:
+#: `max_connections` reached, or only its reserved slots left, or a role's or
+#: a database's `CONNECTION LIMIT` reached.
+OUT_OF_CONNECTIONS = (
+    "too many clients already",
+    "too many connections for",
+    "connection slots are reserved",
+)
+
 #: The channel runners LISTEN on.
 WAKEUP_CHANNEL = "jobs_wakeup"
 
