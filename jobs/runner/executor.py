@@ -114,8 +114,14 @@ class Executor:
     # -- the pipeline (on a worker thread) -------------------------------------
 
     def execute(self, attempt: Attempt) -> None:
-        """Refuse or run `attempt`, and hand how it ended to the completer."""
+        """Refuse or run `attempt`, and hand how it ended to the completer.
+
+        An attempt settled before it started (timed out, or released at a
+        stop, while it waited for a worker thread's turn: `pool`) is not run."""
         connection_budget.ready(self.completer.store)
+        if attempt.finished:
+            attempt.returned = True
+            return
         try:
             if attempt.previous is not None:
                 self.completer.reclaimed(attempt, self.clock())

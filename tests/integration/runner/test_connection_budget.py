@@ -10,15 +10,19 @@ processes' own connections are counted in tests/faults/test_connections.py.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import psycopg
 import pytest
 from django.db import OperationalError, connection, connections
+from freezegun import freeze_time
 
+from jobs import JobSpec
+from jobs.queue import enqueue_many
 from jobs.runner import connection_budget, pool
 from jobs.store import for_database
 from tests.helpers import wait_until
-from tests.integration.runner.support import WAIT, events
+from tests.integration.runner.support import T0, WAIT, Blocks, events, install
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -224,3 +228,37 @@ def test_a_worker_opens_its_connection_before_the_attempt_while_connections_are_
     pool.hand_back_connections()
     connection_budget.ready(store)
     assert connections["default"].connection is not None, "handed back: opened before"
+
+
+def test_an_attempt_timed_out_while_it_waited_its_turn_for_a_connection_is_never_run(
+    registry, make_runner, configure
+):
+    """Room for one worker at a time: the second attempt's budget runs out while
+    the first holds the turn. It is settled as timed out, and its handler is
+    not called when its turn comes: the row may be another runner's by then."""
+    configure(max_concurrent=2, max_attempts=5)
+
+    class Short(Blocks):
+        kind = "test.short"
+
+        def lease(self) -> timedelta:
+            return timedelta(seconds=1)
+
+    handler = install(registry, Short)
+    pool.hand_back_connections(at_most=1)
+    runner = make_runner(registry=registry)
+    try:
+        with freeze_time(T0) as frozen:
+            assert enqueue_many([JobSpec.now(Short.kind, key) for key in ("a", "b")])
+            assert runner.run_pass() == (2, 2)
+            assert handler.started.wait(WAIT), "one attempt runs"
+            frozen.tick(timedelta(seconds=2))
+            runner.run_pass()  # times both out
+            assert runner.in_flight() == []
+            handler.release.set()
+            runner.close()  # joins the workers: the second has had its turn
+    finally:
+        handler.release.set()
+
+    assert len(handler.runs) == 1, f"only the attempt that had its turn ran: {handler.runs}"
+    assert handler.most_at_once == 1
