@@ -9,8 +9,10 @@ processes' own connections are counted in tests/faults/test_connections.py.
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -45,6 +47,12 @@ def connections_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(connection_budget, "_refusal_logged", threading.Event())
 
 
+def fields(record: logging.LogRecord) -> dict[str, Any]:
+    """An event's fields, as `jobs.log.event` attached them."""
+    found: dict[str, Any] = vars(record)["fields"]
+    return found
+
+
 def test_a_process_needs_a_connection_per_slot_and_per_lane_its_loop_and_its_listener():
     assert connection_budget.needed(8, 1, listens=True, metrics=False) == 10
     assert connection_budget.needed(8, 2, listens=True, metrics=False) == 12
@@ -59,11 +67,13 @@ def test_a_runner_that_fits_says_what_it_needs_and_keeps_its_connections(caplog,
 
     (said,) = events(caplog, "runner_connection_budget")
     listens = for_database().wakes_other_processes
-    assert said.fields["outcome"] == "fits"
-    assert said.fields["needed"] == (10 if listens else 9)
+    assert fields(said)["outcome"] == "fits"
+    assert fields(said)["needed"] == (10 if listens else 9)
     assert room is not None
-    assert room >= said.fields["needed"]
-    assert said.fields["max_connections"] == for_database().connection_room().max_connections
+    assert room >= fields(said)["needed"]
+    server = for_database().connection_room()
+    assert server is not None
+    assert fields(said)["max_connections"] == server.max_connections
     assert not pool.handing_back(), "worker threads keep their connections"
 
 
@@ -76,16 +86,14 @@ def test_a_runner_needing_more_than_the_server_has_is_warned_and_its_threads_tak
     room = connection_budget.check("default", lanes=2, burst=True, metrics=False)
 
     (said,) = events(caplog, "runner_connection_budget")
+    told = fields(said)
     assert said.levelname == "WARNING"
-    assert said.fields["outcome"] == "short"
-    assert said.fields["needed"] == 1_002, (
-        "a slot each, and each lane's loop (a burst does not listen)"
-    )
-    assert said.fields["room"] == room
-    assert said.fields["limited_by"].startswith("max_connections")
-    assert f"Raise max_connections by {1_002 - room}" in said.fields["reason"], said.fields[
-        "reason"
-    ]
+    assert told["outcome"] == "short"
+    assert told["needed"] == 1_002, "a slot each, and each lane's loop (a burst does not listen)"
+    assert room is not None
+    assert told["room"] == room
+    assert told["limited_by"].startswith("max_connections")
+    assert f"Raise max_connections by {1_002 - room}" in told["reason"], told["reason"]
     assert pool.handing_back(), "worker threads hand their connections back"
     assert pool._gate is not None, "and as many run at once as have connections"
 
@@ -119,7 +127,7 @@ def test_postgresql_refusing_a_connection_for_want_of_room_is_told_from_other_er
 
 @only_mysql
 def test_mysql_refusing_a_connection_for_want_of_room_is_told_from_other_errors():
-    import MySQLdb
+    import MySQLdb  # type: ignore[import-untyped]
 
     store = for_database()
     with connection.cursor() as cursor:
@@ -157,7 +165,7 @@ def test_a_handler_refused_a_connection_makes_every_worker_thread_hand_its_conne
 
     assert pool.handing_back()
     (said,) = events(caplog, "runner_connection_budget")  # once a process
-    assert said.fields["outcome"] == "refused"
+    assert fields(said)["outcome"] == "refused"
 
 
 def test_a_worker_thread_handing_back_closes_its_connections_after_each_item():

@@ -62,9 +62,10 @@ def test_each_connection_prepares_its_statements_under_names_no_other_connection
     store.claim(T0, {KIND: LEASE}, 1)
     second = claim_statement()
 
-    assert NAME.fullmatch(first), f"not psycopg's _pg3_<n>, shared by every client: {first}"
-    assert NAME.fullmatch(second), second
-    assert NAME.fullmatch(first)[1] != NAME.fullmatch(second)[1], "each connection its own"
+    ours, theirs = NAME.fullmatch(first), NAME.fullmatch(second)
+    assert ours, f"not psycopg's _pg3_<n>, shared by every client: {first}"
+    assert theirs, second
+    assert ours[1] != theirs[1], "each connection its own"
 
 
 def test_a_statement_name_another_client_took_on_the_session_is_a_clear_error_and_binds_nothing(
