@@ -124,7 +124,8 @@ def fetch(
         if planner_settings:
             assert isinstance(params, Mapping), "a planned statement's placeholders are named"
             raw = connection.connection
-            text, preparing_now = planned.message(raw, sql, params, prepare)
+            pass_prepared = prepare and preparing.reached_directly(connection)
+            text, preparing_now = planned.message(raw, sql, params, pass_prepared)
             with hot_cursor(
                 connection, claimed_rows=claimed_rows, quiet=quiet, prepare=False
             ) as cursor:

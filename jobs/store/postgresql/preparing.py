@@ -14,8 +14,10 @@ database alias:
 - `settings.JOBS_PREPARED_STATEMENTS` unset (None, the default): prepared
   only on a database found direct (`is_direct`), checked once, at the first
   of these statements.
-- True: always, for a pooler that keeps them (PgBouncer 1.21+ with
-  `max_prepared_statements` set; psycopg 3.2+ with libpq 17+).
+- True: also behind a pooler that keeps them (PgBouncer 1.21+ with
+  `max_prepared_statements` set; psycopg 3.2+ with libpq 17+): enqueue's
+  inserts. The runner's pass is prepared only where the server is reached
+  directly (`reached_directly`).
 - False: never. Inserts go as unnamed statements, bound by the server, and
   the runner's pass with its values written in (`.planned`): every pooler
   passes either through, and each is planned at each execution.
@@ -69,12 +71,24 @@ class PreparedStatementsMixedUp(OperationalError):
 
 def prepares(connection: BaseDatabaseWrapper) -> bool:
     """Whether the store's statements are prepared on `connection` (open)."""
-    alias = connection.alias
-    if alias in _mixed_up:
+    if connection.alias in _mixed_up:
         return False
     wanted = _setting()
     if wanted is not None:
-        return bool(wanted)
+        return wanted
+    return reached_directly(connection)
+
+
+def reached_directly(connection: BaseDatabaseWrapper) -> bool:
+    """Whether `connection`'s database is reached with no pooler between
+    (`is_direct`), found once per process and database; a pooler found is
+    logged, once.
+
+    The runner's pass is prepared only there, whatever the setting says: it
+    is prepared by SQL (`PREPARE`, `.planned`), which no pooler carries from
+    one server session to another (PgBouncer 1.21+ keeps only statements
+    prepared by the protocol's own messages, as psycopg prepares inserts)."""
+    alias = connection.alias
     direct = _direct.get(alias)
     if direct is None:
         direct = _direct[alias] = is_direct(connection)
@@ -84,10 +98,10 @@ def prepares(connection: BaseDatabaseWrapper) -> bool:
                 outcome="off",
                 database=alias,
                 reason="a connection pooler is between this process and the server (the "
-                "session's server process is not the one announced at connect): statements "
-                "are sent unnamed, planned at each execution. JOBS_PREPARED_STATEMENTS = True "
-                "prepares them behind a pooler that keeps them (PgBouncer 1.21+ with "
-                "max_prepared_statements)",
+                "session's server process is not the one announced at connect): the "
+                "runner's pass is sent written out, planned at each execution, and so are "
+                "inserts unless JOBS_PREPARED_STATEMENTS = True (for a pooler that keeps "
+                "prepared statements: PgBouncer 1.21+ with max_prepared_statements)",
             )
     return direct
 

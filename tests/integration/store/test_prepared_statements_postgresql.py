@@ -142,3 +142,19 @@ def test_unset_prepared_statements_are_on_where_the_server_is_reached_directly(s
     assert preparing.is_direct(connection)
     store.claim(T0, {KIND: LEASE}, 1)
     assert claim_statement(), "so the claim is prepared"
+
+
+def test_behind_a_pooler_that_keeps_prepared_statements_the_inserts_are_prepared_not_the_pass(
+    store, monkeypatch
+):
+    """`JOBS_PREPARED_STATEMENTS = True` behind a pooler (PgBouncer 1.21+ with
+    `max_prepared_statements`): it keeps what the protocol prepares, as psycopg
+    prepares an insert, but not what SQL's `PREPARE` does, as the pass is."""
+    monkeypatch.setitem(preparing._direct, "default", False)  # as through a pooler
+
+    queue("a")
+    store.claim(T0, {KIND: LEASE}, 1)
+
+    names = prepared_here()
+    assert any(NAME.fullmatch(name) and "_p" not in name for name in names), "the insert is"
+    assert not [name for name in names if "_p" in name], f"the pass is not: {names}"
