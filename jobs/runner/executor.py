@@ -27,6 +27,7 @@ from jobs.handlers import JobHandler, Outcome, Retry
 from jobs.models import Job
 from jobs.registry import Registry
 from jobs.runner import outcomes
+from jobs.runner import connection_budget
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.schedules.occurrences import admit
@@ -120,7 +121,14 @@ class Executor:
     # -- the pipeline (on a worker thread) -------------------------------------
 
     def execute(self, attempt: Attempt) -> None:
-        """Refuse or run `attempt`, and hand how it ended to the completer."""
+        """Refuse or run `attempt`, and hand how it ended to the completer.
+
+        An attempt settled before it started (timed out, or released at a
+        stop, while it waited for a worker thread's turn: `pool`) is not run."""
+        connection_budget.ready(self.completer.store)
+        if attempt.finished:
+            attempt.returned = True
+            return
         try:
             refusal = attempt.unusable or self.refusal(attempt.job, self.clock())
             if refusal is not None:
@@ -170,6 +178,9 @@ class Executor:
         GeneratorExit a bug. Each ends the attempt without an outcome, which
         is a failure; let through, it ended the thread silently (threading
         ignores SystemExit) and left the row `running` until its lease expired.
+        So is a connection the server refused the handler's query: the
+        attempt's `Retry`, settled on this thread like any other
+        (`connection_budget.handler_failed` sees that the settle can have one).
         """
         handler, job = attempt.handler, attempt.job
         signals.send(signals.job_started, job.kind, job=job, attempt=job.attempts)
@@ -183,6 +194,7 @@ class Executor:
             reason = f"attempt {job.attempts} timed out after {attempt.budget.total_seconds():g}s"
             return Retry(reason, exception=history.AttemptTimedOut(reason))
         except BaseException as error:
+            connection_budget.handler_failed(self.completer.store, error)
             return outcomes.raised(error)
         return outcomes.checked(handler, result)
 

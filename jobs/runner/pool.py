@@ -25,6 +25,36 @@ FORGET_QUERIES_EVERY = 100
 
 _calls = threading.local()
 
+#: Set when the database cannot give every worker thread a connection of its
+#: own (`jobs.runner.connection_budget`): each thread then closes its
+#: connections after each item. Kept, the few connections there are stayed
+#: with the first threads that opened them while every other thread's
+#: queries, and the settles after them, were refused; handed back, they go to
+#: whichever thread asks next. Process-wide, as the server's limit is: never
+#: cleared, since a server that was full once may be again (reconnecting
+#: costs an attempt that touches the database a few milliseconds).
+_hand_back = threading.Event()
+#: With `_hand_back`, when the number of connections the process can have is
+#: known: how many threads of every pool of the process may run an item at
+#: once, so that each has a connection for its handler and its settle, and
+#: the others wait for one rather than be refused it.
+_gate: threading.BoundedSemaphore | None = None
+
+
+def hand_back_connections(at_most: int | None = None) -> None:
+    """From now on, every worker thread closes its connections after each item;
+    with `at_most` (the first time it is given), no more than that many
+    threads run items at once in this process, the others waiting their turn."""
+    global _gate
+    if at_most is not None and _gate is None:
+        _gate = threading.BoundedSemaphore(max(1, at_most))
+    _hand_back.set()
+
+
+def handing_back() -> bool:
+    """Whether worker threads close their connections after each item."""
+    return _hand_back.is_set()
+
 
 def forget_queries() -> None:
     """Clear the query log DEBUG keeps on this thread's connections, every
@@ -122,6 +152,9 @@ class WorkerPool[T]:
             woken = True  # started by `_call_next`, as a woken thread is
             while (item := self._take(woken)) is not None:
                 woken = False
+                gate = _gate
+                if gate is not None:
+                    gate.acquire()
                 try:
                     self._work(item)
                 except BaseException as error:
@@ -137,6 +170,10 @@ class WorkerPool[T]:
                     )
                 finally:
                     forget_queries()
+                    if _hand_back.is_set():
+                        connections.close_all()
+                    if gate is not None:
+                        gate.release()
         finally:
             # Each thread holds its own database connections; close them here
             # rather than leave them to the garbage collector.

@@ -29,6 +29,7 @@ from django.db import connections
 
 from jobs import log
 from jobs.metrics.exposition import Address, serve_process
+from jobs.runner import connection_budget
 from jobs.runner.producer import Runner
 from jobs.runner.readiness import Announcer
 from jobs.runner.recycling import Recycling
@@ -77,6 +78,9 @@ def serve(
     With `lanes` above 1, that many runners share the process (see `Runner`):
     lane 0 on this thread, the others on threads of their own, each on its
     own connection. A signal stops them all; the grace period is shared.
+
+    Before they run, the process's connection budget is checked against what
+    the server has left (`connection_budget.check`), and logged.
     """
     endpoint = serve_process(metrics, using) if metrics is not None else None
     runners = [
@@ -100,6 +104,7 @@ def serve(
         runner.on_hung = stop_all
         runner.on_ready = ready.lane_ready
     recycling = Recycling(max_jobs, max_memory_mb, on_due=stop_all)
+    connection_budget.check(runners[0].using, lanes=lanes, burst=burst, metrics=metrics is not None)
     signals_seen = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

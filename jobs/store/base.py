@@ -80,6 +80,36 @@ class Renewal:
     held: frozenset[uuid.UUID] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimit:
+    """One limit on how many connections a session's server, role or database
+    may hold, as `Store.connection_room` read it."""
+
+    #: What an operator changes to raise it, e.g. `max_connections`.
+    name: str
+    #: The connections it allows this session's role (past any reserved for others).
+    allows: int
+    #: The connections open now that count against it, this session's included.
+    in_use: int
+
+    @property
+    def left(self) -> int:
+        return self.allows - self.in_use
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRoom:
+    """What the server has room for: `max_connections` and each other limit
+    that applies to this session (`Store.connection_room`)."""
+
+    max_connections: int
+    limits: tuple[ConnectionLimit, ...]
+
+    def tightest(self) -> ConnectionLimit:
+        """The limit with the fewest connections left."""
+        return min(self.limits, key=lambda limit: limit.left)
+
+
 class Store:
     """The only door to the `jobs_job` table for the queue and the runner."""
 
@@ -337,6 +367,19 @@ class Store:
         """Each common value of `state` with the share of rows that hold it, as the
         statistics last saw them; None where there are none."""
         return None
+
+    # -- connections (`jobs.runner.connection_budget` uses these) -------------
+
+    def connection_room(self) -> ConnectionRoom | None:
+        """How many connections the server allows this session's role and
+        database, and how many are open now; None where there is no server
+        (SQLite)."""
+        return None
+
+    def out_of_connections(self, error: BaseException) -> bool:
+        """Whether `error` is the server refusing a new connection because its
+        limits are reached (`max_connections`, a role's or database's own)."""
+        return False
 
     # -- waking runners in other processes (`jobs.wakeup` uses these) ---------
 

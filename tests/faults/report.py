@@ -44,6 +44,22 @@ SCENARIOS = {
     "database unreachable at start": (
         "`runjobs` waits with `runner_database_unavailable` instead of a traceback, then drains."
     ),
+    "connection starvation at start": (
+        "A runner of 8 slots (needs 10 connections) as a role limited to 5: it warns at start "
+        "(`runner_connection_budget outcome=short`), runs as many attempts at once as it has "
+        "connections for, and loses nothing, runs nothing twice, retires nothing, leaves "
+        "nothing running after SIGTERM."
+    ),
+    "connections taken mid-run": (
+        "Another client takes every connection the runner's role has left: each handler "
+        "refused a connection ends in its Retry, settled once a connection is free; no row "
+        "is left as if its runner had died."
+    ),
+    "PgBouncer, transaction mode": (
+        "PgBouncer 1.18 with one server connection for every client, default settings: "
+        "nothing prepared through it, no prepared-statement error, every job once, and no "
+        "setting of the runner's left for the next client."
+    ),
     "hanging handler": (
         "Cut off at its 1 s lease, settled as a timed-out retry, retired once; other work "
         "drains; a late result is discarded."

@@ -31,7 +31,13 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, transaction
 
 from jobs.models import Job
-from jobs.store.base import RENEW_LOCK_TIMEOUT, NewJob, Renewal
+from jobs.store.base import (
+    RENEW_LOCK_TIMEOUT,
+    ConnectionLimit,
+    ConnectionRoom,
+    NewJob,
+    Renewal,
+)
 from jobs.store.mysql import sql
 from jobs.store.orm import OrmStore, with_ids
 from jobs.store.rows import (
@@ -145,6 +151,30 @@ class MySQLStore(OrmStore):
                 )
                 found = {decode_uuid(found[0]) for found in cursor.fetchall()}
             return [row.id in found for row in rows]
+
+    def connection_room(self) -> ConnectionRoom:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql.CONNECTION_ROOM_SQL)
+            most, per_user, user_in_use = cursor.fetchone()
+            cursor.execute(sql.THREADS_CONNECTED_SQL)
+            in_use = int(cursor.fetchone()[1])
+        limits = [ConnectionLimit("max_connections", most, in_use)]
+        if per_user > 0:
+            limits.append(ConnectionLimit("max_user_connections", per_user, user_in_use))
+        return ConnectionRoom(most, tuple(limits))
+
+    def out_of_connections(self, error: BaseException) -> bool:
+        """The driver's error, or Django's made from it, whose code says so."""
+        cause: BaseException | None = error
+        while cause is not None:
+            if (
+                type(cause).__name__ == "OperationalError"
+                and cause.args
+                and cause.args[0] in sql.OUT_OF_CONNECTIONS
+            ):
+                return True
+            cause = cause.__cause__ or cause.__context__
+        return False
 
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
         with self.connection.cursor() as cursor:

@@ -193,3 +193,23 @@ RENEW_COUNTED_SQL = (
 
 #: The server's clock now, in UTC (the column type Django gives dates here).
 CLOCK_SQL = "SELECT UTC_TIMESTAMP(6)"
+
+#: What the server allows this session's account (`Store.connection_room`):
+#: `max_connections`, the account's own `max_user_connections` (the session's
+#: value is the account's limit where it has one; 0 for none), and the
+#: connections of this account's user open now, this one included (without
+#: the PROCESS privilege a session sees only its own user's threads, which are
+#: the ones this counts).
+CONNECTION_ROOM_SQL = """
+    SELECT @@GLOBAL.max_connections, @@max_user_connections,
+           (SELECT COUNT(*) FROM information_schema.PROCESSLIST
+            WHERE `USER` = SUBSTRING_INDEX(CURRENT_USER(), '@', 1))
+"""
+
+#: The client connections open on the server now, this one included.
+THREADS_CONNECTED_SQL = "SHOW GLOBAL STATUS LIKE 'Threads_connected'"
+
+#: The server's errors for a connection refused for want of room: too many
+#: connections, the account's `max_user_connections` (as a variable, and as
+#: an account's resource limit).
+OUT_OF_CONNECTIONS = (1040, 1203, 1226)

@@ -27,9 +27,15 @@ from psycopg.types.json import Jsonb
 from jobs.models import Job
 from jobs.spec import strict_json
 from jobs.stopping import Stopping
-from jobs.store.base import RENEW_LOCK_TIMEOUT, NewJob, Renewal
+from jobs.store.base import (
+    RENEW_LOCK_TIMEOUT,
+    ConnectionLimit,
+    ConnectionRoom,
+    NewJob,
+    Renewal,
+)
 from jobs.store.orm import OrmStore
-from jobs.store.postgresql import driver, sql
+from jobs.store.postgresql import driver, preparing, sql
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
 from jobs.store.rows import Claim, claim_from_row, in_claim_order, lease_ends, loaded_datetime
 
@@ -78,13 +84,18 @@ class PostgreSQLStore(OrmStore):
             return []
         chunks = [rows[n : n + INSERT_MANY_CHUNK] for n in range(0, len(rows), INSERT_MANY_CHUNK)]
         queued = [False] * len(rows)
-        with transaction.atomic(using=self.using), contextlib.ExitStack() as cursors:
-            connection = self.connection
+        connection = self.connection
+        with (
+            preparing.mix_ups_explained(connection),
+            transaction.atomic(using=self.using),
+            contextlib.ExitStack() as cursors,
+        ):
             connection.ensure_connection()
+            prepare = preparing.prepares(connection)  # before the pipeline: may ask the server
             with connection.wrap_database_errors, connection.connection.pipeline():
                 sent = []
                 for chunk in chunks:
-                    cursor = cursors.enter_context(driver.hot_cursor(connection))
+                    cursor = cursors.enter_context(driver.hot_cursor(connection, prepare=prepare))
                     cursor.execute(sql.INSERT_MANY_SQL, _insert_many_params(chunk))
                     sent.append(cursor)
                 # Written while PostgreSQL inserts: which row each identity names.
@@ -104,7 +115,7 @@ class PostgreSQLStore(OrmStore):
             return set()
         params = {"now": now, **_settle_params(done)}
         rows = driver.fetch(
-            self.connection, sql.COMPLETE_MANY_SQL, params, plan_once=True, quiet=True
+            self.connection, sql.COMPLETE_MANY_SQL, params, planner_settings=True, quiet=True
         )
         return {row[0] for row in rows}
 
@@ -132,7 +143,7 @@ class PostgreSQLStore(OrmStore):
             self.connection,
             sql.SETTLE_AND_CLAIM_CAPPED_SQL if kind_caps else sql.SETTLE_AND_CLAIM_SQL,
             params,
-            plan_once=True,
+            planner_settings=True,
             claimed_rows=True,
             quiet=True,
         )
@@ -158,7 +169,7 @@ class PostgreSQLStore(OrmStore):
             self.connection,
             sql.CLAIM_CAPPED_SQL if kind_caps else sql.CLAIM_SQL,
             params,
-            plan_once=True,
+            planner_settings=True,
             claimed_rows=True,
             quiet=True,
         )
@@ -246,6 +257,33 @@ class PostgreSQLStore(OrmStore):
         if found is None or found[0] is None:
             return None
         return dict(zip(found[0], found[1], strict=True))
+
+    def connection_room(self) -> ConnectionRoom:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql.CONNECTION_ROOM_SQL)
+            found = cursor.fetchone()
+        most, reserved, in_use, superuser, role_limit, role_in_use, db_limit, db_in_use = found
+        # Superusers may take the reserved slots, and no role's or database's
+        # own limit holds them.
+        limits = [ConnectionLimit("max_connections", most - (0 if superuser else reserved), in_use)]
+        if not superuser and role_limit >= 0:
+            limits.append(ConnectionLimit("the role's CONNECTION LIMIT", role_limit, role_in_use))
+        if not superuser and db_limit >= 0:
+            limits.append(ConnectionLimit("the database's CONNECTION LIMIT", db_limit, db_in_use))
+        return ConnectionRoom(most, tuple(limits))
+
+    def out_of_connections(self, error: BaseException) -> bool:
+        """PostgreSQL refuses a connection for want of room before the session
+        exists, so libpq's error carries no SQLSTATE, only the server's message
+        (in English unless the server's `lc_messages` says otherwise)."""
+        cause: BaseException | None = error
+        while cause is not None:
+            if isinstance(cause, psycopg.OperationalError) and any(
+                said in str(cause) for said in sql.OUT_OF_CONNECTIONS
+            ):
+                return True
+            cause = cause.__cause__ or cause.__context__
+        return False
 
     def notify(self, payload: str = "") -> None:
         with self.connection.cursor() as cursor:

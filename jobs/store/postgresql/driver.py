@@ -2,53 +2,28 @@
 
 Django's cursors quote parameters into the statement text on the client and
 never prepare; this store's statements (the runner's pass, the inserts) are
-bound by the server and prepared once per connection instead, still through
-Django's cursor wrapper so errors, execute wrappers and the query log behave
-as for any query. Also: array literals written by hand (psycopg's list dumper
-costs more than the statement), loading a claim's dates with psycopg's own
+bound by the server, and prepared once per connection where that is safe
+(`.preparing`), still through Django's cursor wrapper so errors, execute
+wrappers and the query log behave as for any query. The runner's pass is
+planned under settings of its own, made for its transaction only and sent
+with it. Also: array literals written by hand (psycopg's list dumper costs
+more than the statement), loading a claim's dates with psycopg's own
 loader, a result read value by value when one value does not load, and the
 parameters for a connection of one's own (the listener's).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC
 from typing import Any, cast
 
 import psycopg
-from django.conf import settings
-from django.db import DataError
+from django.db import DatabaseError, DataError
 from django.db.backends.base.base import BaseDatabaseWrapper
-from psycopg.pq import Format, TransactionStatus
+from psycopg.pq import Format
 
-from jobs.store.postgresql.sql import PLANNER_SETTINGS_SQL
-
-#: Never reached by a count: with prepared statements on, only the statements
-#: this store asks for are prepared, never Django's own queries.
-_PREPARE_ONLY_WHEN_ASKED = 2**31
-
-
-class _PreparingCursor(psycopg.Cursor[Any]):
-    """psycopg's server-binding cursor, preparing every statement it runs:
-    what `fetch` hands to Django's cursor wrapper, which cannot pass `prepare`."""
-
-    def execute(
-        self,
-        query: Any,
-        params: Any = None,
-        *,
-        prepare: bool | None = None,
-        binary: bool | None = None,
-    ) -> Any:
-        return super().execute(
-            query, params, prepare=True if prepare is None else prepare, binary=binary
-        )
-
-
-#: Connections on which `PLANNER_SETTINGS_SQL` has been run for good.
-_PLANNING_ONCE: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+from jobs.store.postgresql import planned, preparing
 
 _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
 #: psycopg's own timestamptz loader (its C one where psycopg has its binary
@@ -62,9 +37,9 @@ _TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
 def hot_cursor(
     connection: BaseDatabaseWrapper,
     *,
-    plan_once: bool = False,
     claimed_rows: bool = False,
     quiet: bool = False,
+    prepare: bool | None = None,
 ) -> Any:
     """A cursor for one of the store's hot statements on `connection`: Django's
     wrapper around a psycopg cursor that binds on the server.
@@ -72,14 +47,12 @@ def hot_cursor(
     Parameters are bound by the server, not quoted into the text on the
     client as Django's cursors do: a pass names every id it settles, and
     quoting those arrays in Python, then parsing them in PostgreSQL, cost
-    more than the work. And the statement is prepared once per connection
-    (and, with `plan_once`, planned once and from the index whatever the
-    statistics say: see `PLANNER_SETTINGS_SQL`), unless
-    `settings.JOBS_PREPARED_STATEMENTS` is False: needed only behind a
-    transaction-mode pooler that cannot keep prepared statements
-    (PgBouncer before 1.21). It still runs through Django's cursor wrapper,
-    so its errors are Django's `DatabaseError`, execute wrappers see it,
-    and DEBUG's query log (and `CaptureQueriesContext`) lists it.
+    more than the work. The statement is prepared once per connection where
+    `preparing.prepares` says so (`prepare` when the caller has asked it
+    already), else sent unnamed. It still runs through Django's cursor
+    wrapper, so its errors are Django's `DatabaseError`, execute wrappers
+    see it, and DEBUG's query log (and `CaptureQueriesContext`) lists it.
+    Run it with `fetch`, or inside `mix_ups_explained`.
 
     `quiet` keeps a runner's own statements out of DEBUG's query log (a
     `CaptureQueriesContext` still sees them): a runner started under
@@ -91,24 +64,12 @@ def hot_cursor(
     `_TIMESTAMPTZ_LOADER` (see `fetch` for the values that do not load).
     """
     connection.ensure_connection()
-    raw = connection.connection
-    prepare = bool(getattr(settings, "JOBS_PREPARED_STATEMENTS", True))
-    if prepare and raw.prepare_threshold is None:
-        # A new connection: Django turns preparing off for all of it.
-        raw.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
-    if prepare and plan_once and raw not in _PLANNING_ONCE:
-        with connection.wrap_database_errors:
-            raw.execute(PLANNER_SETTINGS_SQL)
-        # Settings made inside a transaction are undone if it rolls back: a
-        # connection that took them inside one takes them again next time.
-        if raw.info.transaction_status == TransactionStatus.IDLE:
-            _PLANNING_ONCE.add(raw)
-    driver_cursor = (_PreparingCursor if prepare else psycopg.Cursor)(raw)
+    driver_cursor = _driver_cursor(connection, prepare)
     if (
         claimed_rows
         and _TIMESTAMPTZ_LOADER is not None
         and connection.timezone is UTC
-        and raw.pgconn.parameter_status(b"TimeZone") == b"UTC"
+        and driver_cursor.connection.pgconn.parameter_status(b"TimeZone") == b"UTC"
     ):
         driver_cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _TIMESTAMPTZ_LOADER)
     logged = connection.force_debug_cursor or (connection.queries_logged and not quiet)
@@ -117,16 +78,39 @@ def hot_cursor(
     return wrap(cast(Any, driver_cursor))
 
 
+def _driver_cursor(connection: BaseDatabaseWrapper, prepare: bool | None) -> psycopg.Cursor[Any]:
+    """A psycopg cursor on `connection` (open), preparing or not (see `hot_cursor`)."""
+    raw = connection.connection
+    if prepare is None:
+        prepare = preparing.prepares(connection)
+    if not prepare:
+        return preparing.UnpreparedCursor(raw)
+    if raw.prepare_threshold is None:
+        # A new connection: Django turns preparing off for all of it.
+        raw.prepare_threshold = preparing.PREPARE_ONLY_WHEN_ASKED
+    preparing.names(raw)
+    return preparing.PreparingCursor(raw)
+
+
 def fetch(
     connection: BaseDatabaseWrapper,
     sql: str,
     params: Mapping[str, Any] | Sequence[Any],
     *,
-    plan_once: bool = False,
+    planner_settings: bool = False,
     claimed_rows: bool = False,
     quiet: bool = False,
 ) -> list[tuple[Any, ...]]:
     """Run one of the store's hot statements (see `hot_cursor`) and return its rows.
+
+    With `planner_settings` (and named `params`), the statement is planned
+    under the runner's settings (`sql.PLANNER_SETTINGS_SQL`), made for its
+    transaction only and sent with it in one message (`planned`): in
+    autocommit one implicit transaction, which ends with the statement
+    (inside a transaction, with that one).
+
+    A prepared statement's name refused as missing or taken is raised as
+    `preparing.PreparedStatementsMixedUp`, which says why.
 
     With `claimed_rows`, a value the driver cannot load (a date written by
     hand as `infinity`, which no datetime holds, in a table whose check
@@ -134,17 +118,44 @@ def fetch(
     instead of failing the whole result: the claim has already committed
     its rows as running, and must hand each one back (see `claim_from_row`).
     """
-    with hot_cursor(
-        connection, plan_once=plan_once, claimed_rows=claimed_rows, quiet=quiet
-    ) as cursor:
-        cursor.execute(sql, params)
-        try:
-            rows: list[tuple[Any, ...]] = cursor.fetchall()
-        except DataError:
-            if not claimed_rows:
-                raise
-            rows = _rows_as_far_as_they_load(cursor.cursor)
-        return rows
+    connection.ensure_connection()
+    prepare = preparing.prepares(connection)
+    try:
+        if planner_settings:
+            assert isinstance(params, Mapping), "a planned statement's placeholders are named"
+            raw = connection.connection
+            pass_prepared = prepare and preparing.reached_directly(connection)
+            text, preparing_now = planned.message(raw, sql, params, pass_prepared)
+            with hot_cursor(
+                connection, claimed_rows=claimed_rows, quiet=quiet, prepare=False
+            ) as cursor:
+                cursor.execute(text)
+                if preparing_now:
+                    planned.prepared(raw, preparing_now)
+                while cursor.nextset():
+                    pass  # to the statement's own rows, after its settings'
+                return _fetched(cursor, claimed_rows)
+        with hot_cursor(
+            connection, claimed_rows=claimed_rows, quiet=quiet, prepare=prepare
+        ) as cursor:
+            cursor.execute(sql, params)
+            return _fetched(cursor, claimed_rows)
+    except DatabaseError as error:
+        mixed_up = preparing.mix_up(connection, error)
+        if mixed_up is None:
+            raise
+        raise mixed_up from error
+
+
+def _fetched(cursor: Any, claimed_rows: bool) -> list[tuple[Any, ...]]:
+    """The cursor's rows (see `fetch` for `claimed_rows`)."""
+    try:
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    except DataError:
+        if not claimed_rows:
+            raise
+        rows = _rows_as_far_as_they_load(cursor.cursor)
+    return rows
 
 
 def plain_connection_params(connection: BaseDatabaseWrapper) -> dict[str, Any]:

@@ -10,14 +10,20 @@ from jobs.store.orm import CONFIGURED_MAX_ATTEMPTS_SQL
 from jobs.store.orm import INSERT_SQL as PORTABLE_INSERT_SQL
 from jobs.store.rows import CLAIM_COLUMNS
 
-#: How a connection that runs the runner's pass plans it: once, and the same
-#: way whatever the table's statistics say. Session settings, given once per
-#: connection (`driver.hot_cursor`'s `plan_once`), lasting as long as it does.
+#: How the runner's pass is planned: once where it is prepared, and the same
+#: way whatever the table's statistics say. Set for the pass's own
+#: transaction only (`set_config(..., true)`, as `SET LOCAL`), sent with the
+#: pass in one message, one round trip (`.planned`): undone when
+#: that transaction ends, so nothing is left on the connection for its other
+#: statements, nor, behind a transaction-mode pooler, for the other clients
+#: that server connection serves next. Set as session settings once per
+#: connection, they reached every client of a PgBouncer pool.
 #:
 #: `plan_cache_mode`: plan each prepared statement once, for every execution.
 #: Left to choose, PostgreSQL planned the pass afresh each time (the plan for
 #: its arrays of ids looked cheaper with their values known), and planning
-#: was ~20% of a pass of 8.
+#: was ~20% of a pass of 8. (Unprepared, the pass is planned at each
+#: execution whatever this says.)
 #:
 #: `enable_seqscan`, `enable_bitmapscan`, `enable_sort` off: the claim must
 #: read the ready rows from `jobs_job_ready` in claim order and stop at its
@@ -37,15 +43,9 @@ from jobs.store.rows import CLAIM_COLUMNS
 #: no index to use) was then compiled at each execution, 15 to 90 ms each.
 #: The statements here are short, and JIT never pays for itself on them.
 #:
-#: Harmless for the connection's other statements: it is the runner's
-#: producer's, whose other statements settle an attempt by primary key, or
-#: read the config row and write the runner's presence row (tables of a few
-#: rows). Handlers run on other threads, on connections that never get these
-#: settings (a handler's `recover` runs on this one, but before the first
-#: pass). Without prepared statements (`JOBS_PREPARED_STATEMENTS = False`,
-#: for a transaction-mode pooler, which hands each transaction whichever
-#: server connection is free) nothing here is set: a session setting would
-#: reach other clients' queries.
+#: Settings, not statements: a setting made by a statement applies only to
+#: statements planned after it, so they cannot go inside the pass itself as
+#: `_NO_FLUSH_WAIT` does (which `COMMIT` reads, after the statement).
 PLANNER_SETTINGS = {
     "plan_cache_mode": "force_generic_plan",
     "enable_seqscan": "off",
@@ -54,7 +54,51 @@ PLANNER_SETTINGS = {
     "jit": "off",
 }
 PLANNER_SETTINGS_SQL = "SELECT " + ", ".join(
-    f"set_config('{name}', '{value}', false)" for name, value in PLANNER_SETTINGS.items()
+    f"set_config('{name}', '{value}', true)" for name, value in PLANNER_SETTINGS.items()
+)
+
+#: The server process this session runs in. Beside the process id the server
+#: announced at connect (`psycopg`'s `info.backend_pid`), it tells a direct
+#: connection from one through a pooler, which announces an id of its own
+#: (`driver.prepares`).
+BACKEND_PID_SQL = "SELECT pg_backend_pid()"
+
+#: What the server has room for, for `Store.connection_room`: its
+#: `max_connections` less the slots kept for superusers (and, from
+#: PostgreSQL 16, for members of `pg_use_reserved_connections`), the client
+#: connections open now, and the current role's and database's own
+#: `CONNECTION LIMIT` (-1 for none) with their connections open now. Every
+#: count includes this session. Superusers are held to none of the limits
+#: but `max_connections`. Reads `pg_stat_activity`, whose rows (not their
+#: queries) every role sees.
+CONNECTION_ROOM_SQL = """
+    SELECT current_setting('max_connections')::integer,
+           current_setting('superuser_reserved_connections')::integer
+             + CASE WHEN EXISTS (SELECT FROM pg_roles
+                                 WHERE rolname = 'pg_use_reserved_connections'
+                                   AND pg_has_role(current_user, oid, 'MEMBER'))
+                    THEN 0
+                    ELSE COALESCE(current_setting('reserved_connections', true)::integer, 0)
+               END,
+           (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'),
+           r.rolsuper,
+           r.rolconnlimit,
+           (SELECT count(*) FROM pg_stat_activity
+            WHERE backend_type = 'client backend' AND usesysid = r.oid),
+           d.datconnlimit,
+           (SELECT count(*) FROM pg_stat_activity
+            WHERE backend_type = 'client backend' AND datid = d.oid)
+    FROM pg_roles AS r, pg_database AS d
+    WHERE r.rolname = current_user AND d.datname = current_database()
+"""
+
+#: What PostgreSQL says when it refuses a new connection for want of room:
+#: `max_connections` reached, or only its reserved slots left, or a role's or
+#: a database's `CONNECTION LIMIT` reached.
+OUT_OF_CONNECTIONS = (
+    "too many clients already",
+    "too many connections for",
+    "connection slots are reserved",
 )
 
 #: The channel runners LISTEN on.

@@ -16,8 +16,10 @@ autovacuum, left in its statistics, and no test can take that back.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,7 +27,7 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from jobs.models import Job
-from jobs.store.postgresql import driver
+from jobs.store import for_database
 from jobs.store.postgresql import sql as pg_sql
 from tests.integration.store.support import KIND, LEASE, T0
 
@@ -84,9 +86,10 @@ def own_jobs_table() -> None:
 
 def runner_plans(cursor: CursorWrapper, statements: dict[str, str] = STATEMENTS) -> dict[str, str]:
     """Each statement's plan as the runner's connection makes it now: the
-    driver gives this connection the runner's settings, then each statement
-    is prepared (`PREPARE`) and its generic plan explained (`EXPLAIN EXECUTE`)."""
-    driver.hot_cursor(connection, plan_once=True).close()
+    runner's settings made for this transaction, as the driver makes them
+    for each pass, then each statement prepared (`PREPARE`) and its generic
+    plan explained (`EXPLAIN EXECUTE`)."""
+    cursor.execute(pg_sql.PLANNER_SETTINGS_SQL)
     plans = {}
     for label, statement in statements.items():
         names, text = _numbered(statement)
@@ -108,13 +111,17 @@ def _numbered(statement: str) -> tuple[list[str], str]:
     return names, re.sub(r"%\((\w+)\)s", lambda found: f"${names.index(found[1]) + 1}", statement)
 
 
-def assert_ready_rows_come_in_claim_order(plans: dict[str, str], when: str) -> None:
+def assert_ready_rows_come_in_claim_order(
+    plans: dict[str, str], when: str, *, generic: bool = True
+) -> None:
     """The plan the issue asks for: the priorities walked down the ready index
     one descent each, each priority's ready rows read from that index in
     claim order up to the limit, every other row found by primary key,
-    nothing sorted, and made once for every execution."""
+    nothing sorted, and (unless not `generic`: unprepared) made once for
+    every execution."""
     for label, plan in plans.items():
-        assert "$1" in plan, f"{label}, {when}: the plan is generic, made once:\n{plan}"
+        if generic:
+            assert "$1" in plan, f"{label}, {when}: the plan is generic, made once:\n{plan}"
         nodes = [line.strip().removeprefix("->").strip() for line in plan.splitlines()]
         nodes = [node.split("  (cost=")[0] for node in nodes if "(cost=" in node]
         # Without the alias a scan of the table a second time is given.
@@ -249,3 +256,49 @@ def test_a_claim_under_kinds_caps_reads_a_burst_from_the_ready_index_and_ranks_o
         assert_ready_rows_come_in_claim_order(
             runner_plans(cursor, CAPPED_STATEMENTS), "capped, a burst"
         )
+
+
+@contextlib.contextmanager
+def plans_the_server_ran() -> Iterator[list[str]]:
+    """The plan of each statement run on this connection inside, as the server
+    ran it: auto_explain's, sent to this client as a notice. Its settings last
+    for this test's transaction only."""
+    plans: list[str] = []
+
+    def heard(diagnostic: Any) -> None:
+        plans.append(diagnostic.message_primary or "")
+
+    with connection.cursor() as cursor:
+        cursor.execute("LOAD 'auto_explain'")
+        cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
+        cursor.execute("SET LOCAL auto_explain.log_level = 'notice'")
+    raw = connection.connection
+    raw.add_notice_handler(heard)
+    try:
+        yield plans
+    finally:
+        raw.remove_notice_handler(heard)
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "unprepared"])
+def test_the_runners_own_pass_reads_a_burst_from_the_ready_index_with_its_settings_sent_alongside(
+    settings, prepared
+):
+    """The settings are made for the pass's own transaction, in the same round
+    trip (`driver.fetch`): the plan the server ran for the store's real claim
+    and pass, prepared (a generic plan) or not (planned at each execution)."""
+    settings.JOBS_PREPARED_STATEMENTS = prepared
+    store = for_database()
+    with connection.cursor() as cursor:
+        analyze(cursor)  # the statistics say the table is empty
+        insert_ready(cursor, BURST)
+    with plans_the_server_ran() as plans:
+        claimed = store.claim(T0, {KIND: LEASE}, 8)
+        store.settle_and_claim([(claim.job, None) for claim in claimed], T0, {KIND: LEASE}, 8)
+    ran = [plan for plan in plans if "jobs_job_ready" in plan]  # not the settings' own
+    assert len(ran) == 2, f"the claim's and the pass's plans were heard:\n{plans}"
+    assert_ready_rows_come_in_claim_order(
+        {"claim": ran[0], "settle_and_claim": ran[1]},
+        "the store's own statements after a burst",
+        generic=prepared,
+    )

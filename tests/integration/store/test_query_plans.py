@@ -1,6 +1,6 @@
 """The claim's plan on SQLite and PostgreSQL (MySQL's is in test_claim_plans_mysql): it
 reads ready rows through its index, and on PostgreSQL rewrites each row in place and
-is prepared once per connection."""
+is prepared once per connection where that is safe."""
 
 from __future__ import annotations
 
@@ -123,10 +123,12 @@ def _sqlite_rows(cursor: Any, count: int, state: str, at: Any, prefix: str = "")
 
 
 def _prepared_claims() -> int:
+    """The runner's statements prepared in this session (`_p<n>`) that take
+    values: the claim (its settings take none; an enqueue's insert is `_<n>`)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%FOR UPDATE SKIP LOCKED%"],
+            "SELECT count(*) FROM pg_prepared_statements"
+            " WHERE name ~ '^jobs_[0-9a-f]{12}_p' AND cardinality(parameter_types) > 0"
         )
         (count,) = cursor.fetchone()
     return int(count)
@@ -134,13 +136,18 @@ def _prepared_claims() -> int:
 
 @pytest.mark.postgresql
 @pytest.mark.django_db(transaction=True)  # to start a new session
-@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
+@pytest.mark.parametrize(
+    ("setting", "prepared"),
+    [(True, True), (False, False), (None, True)],
+    ids=["prepared", "not-prepared", "unset-on-a-direct-connection"],
+)
 def test_the_postgresql_claim_is_prepared_once_per_connection_unless_settings_say_not(
-    store, settings, prepared
+    store, settings, setting, prepared
 ):
     """Planning was ~40% of a small pass; a pooler that cannot keep prepared
-    statements needs a way to turn them off."""
-    settings.JOBS_PREPARED_STATEMENTS = prepared
+    statements needs them off, and unset they are on only where the server is
+    reached directly, as the test database is."""
+    settings.JOBS_PREPARED_STATEMENTS = setting
     connection.close()  # a fresh session, with no statement prepared yet
     for n in range(3):
         queue(f"k{n}", run_at=T0 - timedelta(minutes=n))
@@ -150,28 +157,30 @@ def test_the_postgresql_claim_is_prepared_once_per_connection_unless_settings_sa
 
     assert _prepared_claims() == (1 if prepared else 0)
     assert Job.objects.filter(state=State.RUNNING).count() == 3, "every claim still claimed"
-    current, defaults = _planner_settings()
-    assert current == (pg_sql.PLANNER_SETTINGS if prepared else defaults), (
-        "a prepared claim is planned once, and from its index (see test_claim_plans_postgresql)"
-    )
 
 
 @pytest.mark.postgresql
-@pytest.mark.django_db(transaction=True)  # to start a new session and roll back in it
-def test_the_runner_planner_settings_a_rollback_undid_are_made_again_at_the_next_claim(store):
-    """A session's settings made inside a transaction are undone if it rolls
-    back; a connection must not then go on planning its pass without them."""
+@pytest.mark.django_db(transaction=True)  # to start a new session, and end transactions
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
+def test_the_runners_planner_settings_end_with_the_transaction_of_its_pass(
+    store, settings, prepared
+):
+    """Made for the pass's transaction only (`SET LOCAL`), never for the session:
+    behind a transaction-mode pooler a session's settings reach every client
+    the server connection serves next."""
+    settings.JOBS_PREPARED_STATEMENTS = prepared
     connection.close()
+    store.claim(T0, {KIND: LEASE}, 1)  # autocommit: the pass is a transaction of its own
+    current, defaults = _planner_settings()
+    assert current == defaults, "nothing is left on the session after the pass"
+
     with transaction.atomic():
         store.claim(T0, {KIND: LEASE}, 1)
-        transaction.set_rollback(True)
-    current, defaults = _planner_settings()
-    assert current == defaults, "the rollback undid them"
+        inside, _ = _planner_settings()
+    after, _ = _planner_settings()
 
-    store.claim(T0, {KIND: LEASE}, 1)
-
-    current, _ = _planner_settings()
-    assert current == pg_sql.PLANNER_SETTINGS, "the next claim made them again"
+    assert inside == pg_sql.PLANNER_SETTINGS, "in force until the pass's transaction ends"
+    assert after == defaults, "and undone when it does"
 
 
 def _planner_settings() -> tuple[dict[str, str], dict[str, str]]:
@@ -187,14 +196,15 @@ def _planner_settings() -> tuple[dict[str, str], dict[str, str]]:
 
 
 @pytest.mark.postgresql
-def test_a_statement_left_only_a_disabled_scan_on_the_runner_connection_is_not_jit_compiled(
+@pytest.mark.django_db(transaction=True)  # the pass in autocommit, as a runner sends it
+def test_a_statement_after_the_runners_pass_on_its_connection_is_planned_as_the_server_would(
     store,
 ):
-    """With the scans a claim must not use disabled, a statement that can only
-    scan (the presence table's cleanup: no index on heartbeat_at) is costed
-    past every JIT threshold, and was compiled at each execution, 15 to 90 ms
-    for a few rows. Where the server has no JIT this holds trivially."""
-    store.claim(T0, {KIND: LEASE}, 1)  # this connection now has the runner's settings
+    """The pass's settings end with it: a statement that can only scan (the
+    presence table's cleanup: no index on heartbeat_at) is not costed at the
+    10^10 of a disabled scan, which once made it JIT-compiled at each
+    execution, 15 to 90 ms for a few rows."""
+    store.claim(T0, {KIND: LEASE}, 1)
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -204,4 +214,5 @@ def test_a_statement_left_only_a_disabled_scan_on_the_runner_connection_is_not_j
         plan = "\n".join(line for (line,) in cursor.fetchall())
 
     assert "Seq Scan on jobs_runnerprocess" in plan, f"a scan is the only way here:\n{plan}"
+    assert "cost=10000000000" not in plan, f"the scan is not disabled:\n{plan}"
     assert "JIT" not in plan, f"nothing is compiled for a few rows:\n{plan}"
