@@ -26,8 +26,7 @@ from jobs.config import JobsSettings
 from jobs.handlers import JobHandler, Outcome, Retry
 from jobs.models import Job
 from jobs.registry import Registry
-from jobs.runner import outcomes
-from jobs.runner import connection_budget
+from jobs.runner import connection_budget, outcomes
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.schedules.occurrences import admit

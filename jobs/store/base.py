@@ -25,6 +25,8 @@ from django.db.models import Field
 from jobs import history
 from jobs.models import Job, LimitedAttempt, State
 from jobs.stopping import Stopping
+from jobs.store.connections import ConnectionLimit as ConnectionLimit
+from jobs.store.connections import ConnectionRoom as ConnectionRoom
 from jobs.store.rows import Claim
 
 
@@ -78,36 +80,6 @@ class Renewal:
     #: but another session holds a lock on it. Any other attempt it was given
     #: no longer owns its row (cancelled, or taken by another runner).
     held: frozenset[uuid.UUID] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimit:
-    """One limit on how many connections a session's server, role or database
-    may hold, as `Store.connection_room` read it."""
-
-    #: What an operator changes to raise it, e.g. `max_connections`.
-    name: str
-    #: The connections it allows this session's role (past any reserved for others).
-    allows: int
-    #: The connections open now that count against it, this session's included.
-    in_use: int
-
-    @property
-    def left(self) -> int:
-        return self.allows - self.in_use
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionRoom:
-    """What the server has room for: `max_connections` and each other limit
-    that applies to this session (`Store.connection_room`)."""
-
-    max_connections: int
-    limits: tuple[ConnectionLimit, ...]
-
-    def tightest(self) -> ConnectionLimit:
-        """The limit with the fewest connections left."""
-        return min(self.limits, key=lambda limit: limit.left)
 
 
 class Store:

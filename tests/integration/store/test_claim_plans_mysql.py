@@ -1,7 +1,7 @@
 """The MySQL/MariaDB claim's reading of ready rows, whatever InnoDB believes
 about jobs_job.
 
-The claim reads its candidates (`select_ready`) one state, and for queued
+The claim reads its candidates (`jobs.store.mysql.ready.select_ready`) one state, and for queued
 rows one priority, at a time from the (state, priority, run_at, created_at)
 index, each read stopping at its limit. Read as one
 `state IN ('queued', 'running')` range, MariaDB read and sorted every ready
@@ -25,7 +25,7 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from jobs.models import Job, State
-from jobs.store.mysql import select_ready
+from jobs.store.mysql.ready import select_ready
 from jobs.store.mysql.sql import CANDIDATES_PER_ROW, EXPIRED_SQL, SELECT_READY_SQL
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
@@ -57,7 +57,7 @@ INDEX_READS = (
     "Handler_read_last",
 )
 
-#: Index seeks a statement of `select_ready` makes at most: one a branch, and
+#: Index seeks a statement of `jobs.store.mysql.ready.select_ready` makes at most: one a branch, and
 #: up to two for each of the two reads of the next priority (as MariaDB's
 #: counters show them).
 SEEKS = 6
@@ -234,7 +234,7 @@ def _running(key: str, *, minutes: int, lease_expires_at: datetime | None = None
 
 
 def _explain(cursor: CursorWrapper, at: Any) -> list[dict[str, Any]]:
-    """The lines of `select_ready`'s plan that read jobs_job itself."""
+    """The lines of `jobs.store.mysql.ready.select_ready`'s plan that read jobs_job itself."""
     running = EXPIRED_SQL.format(kinds="%s", queues="")
     cursor.execute(
         "EXPLAIN " + SELECT_READY_SQL.format(kinds="%s", queues="", running=running),
