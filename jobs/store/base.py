@@ -25,8 +25,8 @@ from django.db.models import Field
 from jobs import history
 from jobs.models import Job, LimitedAttempt, State
 from jobs.stopping import Stopping
-from jobs.store.connections import ConnectionLimit as ConnectionLimit
-from jobs.store.connections import ConnectionRoom as ConnectionRoom
+from jobs.store.room import ConnectionLimit as ConnectionLimit
+from jobs.store.room import ConnectionRoom as ConnectionRoom
 from jobs.store.rows import Claim
 
 
