@@ -107,7 +107,8 @@ def check(using: str, *, lanes: int, burst: bool, metrics: bool) -> int | None:
         reason=(
             f"this process opens up to {_needed} connections ({settings.max_concurrent} "
             f"for max_concurrent's worker threads, and {_needed - settings.max_concurrent} "
-            f"for its {lanes} lane(s): each loop, heartbeat and listener); the server has room for "
+            f"for its {lanes} lane(s): each one's loop, heartbeat and listener); the server "
+            f"has room for "
             f"{can_hold}. "
             + (
                 f"At most {max(1, can_hold - (_needed - settings.max_concurrent))} attempts "

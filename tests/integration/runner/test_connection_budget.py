@@ -95,7 +95,7 @@ def test_a_runner_needing_more_than_the_server_has_is_warned_and_its_threads_tak
     assert room is not None
     assert told["room"] == room
     assert told["limited_by"].startswith("max_connections")
-    assert f"Raise max_connections by {1_002 - room}" in told["reason"], told["reason"]
+    assert f"Raise max_connections by {1_004 - room}" in told["reason"], told["reason"]
     assert pool.handing_back(), "worker threads hand their connections back"
     assert pool._gate is not None, "and as many run at once as have connections"
 
