@@ -32,13 +32,12 @@ its finish rings the loop, so the pass that answers the ring finds it free.
 from __future__ import annotations
 
 import logging
-import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import transaction
 
 from jobs import history, log, observers, retirement
 from jobs.backoff import LATEST, after, next_attempt
@@ -48,7 +47,7 @@ from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
 from jobs.runner.done_batch import DoneBatch, DoneSettles
-from jobs.runner.settle_tries import GaveUp, SettleTries
+from jobs.runner.settle_tries import SettleTries, settles_failed
 from jobs.runner.slots import Slots
 from jobs.schedules import occurrences
 from jobs.store import Claim, Store
@@ -356,15 +355,4 @@ class Completer:
         try:
             self.tries.run(lambda: step(attempt, *args), attempt.job, step.__name__.lstrip("_"))
         except Exception as error:
-            cause, tries = (error.error, error.tries) if isinstance(error, GaveUp) else (error, 1)
-            log.event(
-                "job_settle_failed",
-                logging.ERROR,
-                outcome="failure",
-                **job_fields(attempt.job),
-                error=repr(cause),
-                tries=tries,
-                traceback="".join(traceback.format_exception(cause)),
-            )
-            if isinstance(cause, DatabaseError):
-                connections[self.store.using].close_if_unusable_or_obsolete()
+            settles_failed([attempt.job], error, self.store.using, traced=True)

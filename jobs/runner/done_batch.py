@@ -30,7 +30,7 @@ from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
-from jobs.runner.settle_tries import GaveUp, SettleTries
+from jobs.runner.settle_tries import GaveUp, SettleTries, settles_failed
 from jobs.runner.slots import Slots
 from jobs.storable import storable_text
 from jobs.store import Store
@@ -139,20 +139,11 @@ class DoneSettles:
     def failed(self, batch: DoneBatch, error: Exception) -> None:
         """The batch's rows could not be settled: they stay running until their
         leases expire, and another runner takes them (their attempts are spent)."""
-        cause, tries = (error.error, error.tries) if isinstance(error, GaveUp) else (error, 1)
         try:
             for attempt in batch.attempts:
                 observers.unsettled(attempt.job)
-                log.event(
-                    "job_settle_failed",
-                    logging.ERROR,
-                    outcome="failure",
-                    **job_fields(attempt.job),
-                    error=repr(cause),
-                    tries=tries,
-                )
-            if isinstance(cause, DatabaseError):
-                connections[self.store.using].close_if_unusable_or_obsolete()
+            jobs = [attempt.job for attempt in batch.attempts]
+            settles_failed(jobs, error, self.store.using, traced=False)
         finally:
             self.slots.settled(batch.attempts)
 

@@ -165,19 +165,13 @@ class Upkeep:
     calls left owed (`Debts`, every `DEBTS_CHECK_SECONDS`) and the schedules
     left without a live occurrence (`reconcile.repair`, every
     `SCHEDULES_REPAIR_SECONDS`, first one interval after the start-up
-    reconcile). The loop calls `look` each pass; most calls compare a clock."""
+    reconcile), both only where `debts` is active. The loop calls `look` each
+    pass; most calls compare a clock."""
 
-    def __init__(
-        self,
-        store: Store,
-        registry: Registry,
-        clock: Callable[[], datetime] = timezone.now,
-        *,
-        active: bool = True,
-    ) -> None:
-        self.store = store
-        self.active = active
-        self.debts = Debts(store, registry, clock, active=active)
+    def __init__(self, debts: Debts) -> None:
+        self.debts = debts
+        self.store = debts.store
+        self.active = debts.active
         self._next_repair = time.monotonic() + SCHEDULES_REPAIR_SECONDS
 
     def look(self) -> None:

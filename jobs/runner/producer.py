@@ -36,7 +36,7 @@ from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
 from jobs.runner.heartbeat import Heartbeat
-from jobs.runner.maintenance import Upkeep, apply_config_change, recover_all
+from jobs.runner.maintenance import Debts, Upkeep, apply_config_change, recover_all
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.runner.slots import Slots
@@ -98,7 +98,7 @@ class Runner:
         self.executor = Executor(self.registry, self.completer, self.clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         self.watch = Watch(self.store, self.slots, self.completer)
-        self.upkeep = Upkeep(self.store, self.registry, self.clock, active=self.recovers)
+        self.upkeep = Upkeep(Debts(self.store, self.registry, self.clock, active=self.recovers))
         self.heartbeat = Heartbeat(
             self.store, self.slots, self.clock, lambda: self._current, self._limited_kinds
         )

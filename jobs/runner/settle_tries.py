@@ -29,7 +29,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError, connections
 
@@ -59,6 +60,26 @@ class GaveUp(Exception):
         self.error = error
         self.tries = tries
         self.spent_ms = spent_ms
+
+
+def settles_failed(jobs: Sequence[Job], error: Exception, using: str, *, traced: bool) -> None:
+    """Log each of `jobs` as a settle that failed for good with `error` (the
+    last of its tries, for a `GaveUp`), with the traceback when `traced`, and
+    let go of the thread's connection if the database broke it."""
+    cause, tries = (error.error, error.tries) if isinstance(error, GaveUp) else (error, 1)
+    extra = {"traceback": "".join(traceback.format_exception(cause))} if traced else {}
+    for job in jobs:
+        log.event(
+            "job_settle_failed",
+            logging.ERROR,
+            outcome="failure",
+            **job_fields(job),
+            error=repr(cause),
+            tries=tries,
+            **extra,
+        )
+    if isinstance(cause, DatabaseError):
+        connections[using].close_if_unusable_or_obsolete()
 
 
 class SettleTries:
