@@ -184,28 +184,14 @@ def mix_ups_explained(connection: BaseDatabaseWrapper) -> Iterator[None]:
         raise mixed_up from error
 
 
-class UnpreparedCursor(psycopg.Cursor[Any]):
-    """psycopg's server-binding cursor, never preparing: each statement goes as
-    an unnamed one, bound and planned at once, which every pooler passes
-    through (also where psycopg prepared the same text before on this
-    connection)."""
-
-    def execute(
-        self,
-        query: Any,
-        params: Any = None,
-        *,
-        prepare: bool | None = None,
-        binary: bool | None = None,
-    ) -> Any:
-        return super().execute(query, params, prepare=False, binary=binary)
-
-
 class PreparingCursor(psycopg.Cursor[Any]):
     """psycopg's server-binding cursor, preparing every statement it runs
     (`driver.fetch` hands it to Django's cursor wrapper, which cannot pass
     `prepare`), under the names its connection's `Names` gives."""
 
+    #: What `execute` does when its caller says nothing about preparing.
+    prepares = True
+
     def execute(
         self,
         query: Any,
@@ -214,9 +200,18 @@ class PreparingCursor(psycopg.Cursor[Any]):
         prepare: bool | None = None,
         binary: bool | None = None,
     ) -> Any:
-        return super().execute(
-            query, params, prepare=True if prepare is None else prepare, binary=binary
-        )
+        if not self.prepares or prepare is None:
+            prepare = self.prepares
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+
+class UnpreparedCursor(PreparingCursor):
+    """psycopg's server-binding cursor, never preparing: each statement goes as
+    an unnamed one, bound and planned at once, which every pooler passes
+    through (also where psycopg prepared the same text before on this
+    connection)."""
+
+    prepares = False
 
 
 class Names(PrepareManager):
