@@ -33,11 +33,13 @@ class JobsAppConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: these modules import the models,
         # which cannot load before Django has imported every app.
-        from jobs import checks, sweep, tasks  # noqa: F401  (checks, sweep, task handler)
+        from jobs import checks, lifecycle, sweep, tasks  # noqa: F401  (checks, sweep, tasks)
         from jobs.models import Control, JobsConfig
         from jobs.registry import autodiscover
+        from jobs.schedules.hook import hook as schedules
         from jobs.wakeup import config_saved
 
+        lifecycle.register(schedules)
         post_save.connect(config_saved, sender=JobsConfig, dispatch_uid="jobs.wakeup.config_saved")
         # The operator's controls reach runners as a config change does.
         for signal in (post_save, post_delete):

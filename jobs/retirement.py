@@ -7,14 +7,14 @@ schedules' reconcile. Either way it happens in two steps, each its own
 transaction:
 
 1. The retirement: the row settles and, in the same short write, marks its
-   handler's `abandon` owed (`Job.abandon_owed_at`); a schedule's occurrence
-   has its successor queued in that transaction too
-   (`jobs.schedules.occurrences.follow`), unless the schedule itself is
-   going. It commits whatever `abandon` will do, so no user code ever runs
-   while the row is locked or the retirement's transaction is open: a slow
-   `abandon`, or one whose connection the server ends
-   (`idle_in_transaction_session_timeout`), can no longer roll a retirement
-   back and have the job claimed and retired again.
+   handler's `abandon` owed (`Job.abandon_owed_at`); the lifecycle hooks
+   write what follows from it in that transaction too (`jobs.lifecycle`:
+   a schedule's next occurrence), unless told not to. It commits whatever
+   `abandon` will do, so no user code ever runs while the row is locked or
+   the retirement's transaction is open: a slow `abandon`, or one whose
+   connection the server ends (`idle_in_transaction_session_timeout`), can
+   no longer roll a retirement back and have the job claimed and retired
+   again.
 2. The call, once the retirement has committed: one conditional statement
    claims the debt (`Store.claim_abandon` clears the mark, and only the
    process whose statement cleared it goes on), then `abandon` runs in a
@@ -52,11 +52,10 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from jobs import history, log, observers, signals
+from jobs import history, lifecycle, log, observers, signals
 from jobs.handlers import JobHandler
 from jobs.models import Job, State
 from jobs.presentation import telling_line
-from jobs.schedules import occurrences
 from jobs.store import Store
 
 #: How old a debt must be before a process other than the one that retired
@@ -101,7 +100,7 @@ def retire(
         )
         timed_out = entry.outcome == history.Outcome.TIMED_OUT
         observers.finished_on_commit(job, "timed_out" if timed_out else "failed", store.using, now)
-        occurrences.follow(store, job, now, state, job.started_at)
+        lifecycle.after_settle(store, job, now, state, job.started_at)
         owe(store, job, handler, reason)
     return True
 
@@ -114,7 +113,7 @@ def cancel(
     now: datetime,
     *,
     by: str,
-    successor: bool = True,
+    hooks: bool = True,
 ) -> Job | None:
     """An operator's retirement of a live job as `cancelled`; the row as it was
     before, or None (nothing written, nobody told) if it was not live.
@@ -124,8 +123,8 @@ def cancel(
     write only; `abandon` is called once it commits (once the caller's
     transaction commits, inside one). `handler` is None where no handler for
     the job's kind is registered in this process: the debt is then left for a
-    runner that has one, and that is logged. `successor=False` queues no next
-    occurrence of a schedule (the reconcile replacing or removing it).
+    runner that has one, and that is logged. `hooks=False` tells no lifecycle
+    hook (the schedules' reconcile, replacing or removing an occurrence itself).
     """
     with transaction.atomic(using=store.using):
         job = store.cancel(job_id, now, reason)
@@ -135,8 +134,8 @@ def cancel(
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
         observers.finished_on_commit(job, "cancelled", store.using, now, ran=started is not None)
-        if successor:
-            occurrences.follow(store, job, now, State.CANCELLED, started)
+        if hooks:
+            lifecycle.after_settle(store, job, now, State.CANCELLED, started)
         if handler is None:
             log.event(
                 "job_abandon_left",

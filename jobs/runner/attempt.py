@@ -18,7 +18,7 @@ from jobs.models import Job
 from jobs.store import Claim
 
 if TYPE_CHECKING:
-    from jobs.schedules.occurrences import Occurrence
+    from jobs.lifecycle import Verdict
 
 
 def lease_for(budget: timedelta, heartbeat: timedelta | None = None) -> timedelta:
@@ -61,9 +61,10 @@ class Attempt:
         self.settings = settings
         self.budget = budget
         self.deadline = claimed_at + budget
-        #: Set when the row is a schedule's occurrence (`Executor.execute`):
-        #: its end then queues the next one in the same transaction.
-        self.occurrence: Occurrence | None = None
+        #: A lifecycle hook's verdict on the row (`Executor.execute`), when one
+        #: recognised it: its `Done` then settles on its own, with the hooks'
+        #: `after_settle` in the same transaction (`jobs.lifecycle`).
+        self.verdict: Verdict | None = None
         self._lock = threading.Lock()
         self._taken = False
         #: Set when the worker's call into the handler has returned, however it

@@ -39,7 +39,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs import history, log, observers, retirement
+from jobs import history, lifecycle, log, observers, retirement
 from jobs.backoff import LATEST, after, next_attempt
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
 from jobs.models import Job, State
@@ -49,7 +49,6 @@ from jobs.runner.attempt import Attempt
 from jobs.runner.done_batch import DoneBatch, DoneSettles
 from jobs.runner.settle_tries import SettleTries, settles_failed
 from jobs.runner.slots import Slots
-from jobs.schedules import occurrences
 from jobs.store import Claim, Store
 
 Clock = Callable[[], datetime]
@@ -88,8 +87,8 @@ class Completer:
             self.let_go(attempt)
             return
         if isinstance(outcome, Done):
-            if attempt.occurrence is not None:
-                self._done_occurrence(attempt, outcome.result)
+            if attempt.verdict is not None:
+                self._done_alone(attempt, outcome.result)
                 return
             self._done.append((attempt, outcome.result))
             self.slots.finished(attempt)
@@ -99,10 +98,10 @@ class Completer:
         finally:
             self.let_go(attempt)
 
-    def _done_occurrence(self, attempt: Attempt, result: Any) -> None:
-        """A schedule's occurrence ended `Done`: settled on its own, with the
-        next occurrence queued in the same transaction (schedules are few, so
-        the batch's saving is not worth a second path through it)."""
+    def _done_alone(self, attempt: Attempt, result: Any) -> None:
+        """A job a lifecycle hook recognised ended `Done`: settled on its own,
+        with the hooks' `after_settle` in the same transaction (such jobs are
+        few, so the batch's saving is not worth a second path through it)."""
         batch = DoneBatch([attempt], [(attempt.job, result)])
         now = self.clock()
 
@@ -110,7 +109,7 @@ class Completer:
             with transaction.atomic(using=self.store.using):
                 won = self.store.complete_many(batch.rows, now)
                 if won:
-                    occurrences.follow(
+                    lifecycle.after_settle(
                         self.store, attempt.job, now, State.DONE, attempt.job.started_at
                     )
             return won
@@ -124,18 +123,18 @@ class Completer:
         finally:
             self.slots.finished(attempt)
 
-    def skipped(self, attempt: Attempt, occurrence: occurrences.Occurrence) -> None:
-        """A schedule's occurrence must not run (`occurrences.admit`): move its
-        row, unrun, to the schedule's next fire time."""
+    def skipped(self, attempt: Attempt, skip: lifecycle.Skip) -> None:
+        """A lifecycle hook ruled that `attempt` must not run: `skip` moves its
+        row unrun (a schedule's occurrence to its next fire time)."""
         try:
             if attempt.take():
-                self._guarded(self._skip, attempt, occurrence, self.clock())
+                self._guarded(self._skip, attempt, skip, self.clock())
         finally:
             self.let_go(attempt)
 
-    def _skip(self, attempt: Attempt, occurrence: occurrences.Occurrence, now: datetime) -> None:
+    def _skip(self, attempt: Attempt, skip: lifecycle.Skip, now: datetime) -> None:
         with transaction.atomic(using=self.store.using):
-            if not occurrences.skipped(self.store, attempt.job, occurrence, now):
+            if not skip(self.store, attempt.job, now):
                 self._lost(attempt.job, "skip")
 
     def refused(self, attempt: Attempt, reason: str) -> None:

@@ -1,7 +1,7 @@
 """One attempt, as a pipeline of small steps: build it from a claim, refuse or
 run it within its budget, classify how it ended, and hand that to the completer.
-A schedule's occurrence is first asked whether it runs at all (disabled, or
-its fire time missed: `jobs.schedules.occurrences.admit`).
+Each claimed row is first put to the lifecycle hooks (`jobs.lifecycle`), which
+may have it skipped unrun (a disabled schedule's occurrence, say).
 
 Budgets are resolved here, once per pass for every kind, because an attempt is
 built under the budget its claim's lease was written for. The executor settles
@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from jobs import history, log, signals, tracing
+from jobs import history, lifecycle, log, signals, tracing
 from jobs.config import JobsSettings
 from jobs.handlers import JobHandler, Outcome, Retry
 from jobs.models import Job
@@ -29,8 +29,6 @@ from jobs.registry import Registry
 from jobs.runner import connection_budget, outcomes
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
-from jobs.schedules.occurrences import admit
-from jobs.schedules.plan import KEY_PREFIX
 from jobs.store import Claim
 
 Clock = Callable[[], datetime]
@@ -133,11 +131,11 @@ class Executor:
             if refusal is not None:
                 self.completer.refused(attempt, refusal)
                 return
-            if attempt.job.key.startswith(KEY_PREFIX):
-                occurrence = admit(attempt.job, self.clock(), self.completer.store.using)
-                attempt.occurrence = occurrence
-                if occurrence is not None and occurrence.skip is not None:
-                    self.completer.skipped(attempt, occurrence)
+            if lifecycle.HOOKS:
+                verdict = lifecycle.before_run(attempt.job, self.clock, self.completer.store.using)
+                attempt.verdict = verdict
+                if verdict is not None and verdict.skip is not None:
+                    self.completer.skipped(attempt, verdict.skip)
                     return
             outcome = self.run(attempt)
         except BaseException:

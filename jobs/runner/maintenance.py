@@ -25,14 +25,13 @@ import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from django.db import DatabaseError, InterfaceError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
 from django.utils import timezone
 
-from jobs import log, retirement, sweep
+from jobs import lifecycle, log, retirement
 from jobs.config import JobsSettings
 from jobs.models import Job
 from jobs.registry import Registry
-from jobs.schedules.reconcile import reconcile, repair
 from jobs.store import Store
 
 #: How often a runner looks for `abandon` calls left owed: one read of an
@@ -40,15 +39,12 @@ from jobs.store import Store
 DEBTS_CHECK_SECONDS = 5.0
 #: The most debts one look pays; more wait for the next look.
 DEBTS_BATCH = 100
-#: How often a runner looks for schedules left without an occurrence (a row
-#: edited into nonsense when one ended, then fixed): an index probe a schedule.
-SCHEDULES_REPAIR_SECONDS = 60.0
 
 
 def recover_all(registry: Registry, settings: JobsSettings, using: str | None = None) -> None:
-    """Every handler's `recover`, then the schedules' reconcile (`jobs.schedules`),
-    which leaves out the sweep while `retention_days` is 0. (The `abandon`
-    calls left owed are paid from the first pass on, by `Debts`.)"""
+    """Every handler's `recover`, then every lifecycle hook's start
+    (`jobs.lifecycle`: the schedules' reconcile among them). The `abandon`
+    calls left owed are paid from the first pass on, by `Debts`."""
     for handler in registry:
         try:
             handler.recover()
@@ -63,26 +59,15 @@ def recover_all(registry: Registry, settings: JobsSettings, using: str | None = 
             )
         else:
             log.event("job_recovered", logging.DEBUG, outcome="recovered", kind=handler.kind)
-    try:
-        switched_off = [sweep.KIND] if settings.retention_days == 0 else []
-        reconcile(registry, using, without=switched_off)
-    except Exception as error:
-        log.event(
-            "schedules_reconcile_failed",
-            logging.ERROR,
-            outcome="failure",
-            error=repr(error),
-            traceback=traceback.format_exc(),
-        )
+    lifecycle.at_start(registry, settings, using or DEFAULT_DB_ALIAS)
 
 
 def apply_config_change(
     previous: JobsSettings, current: JobsSettings, registry: Registry, using: str | None = None
 ) -> None:
-    """Retention switched back on schedules the sweep again (switching it off
-    stops the sweep at its next pass; see `jobs.sweep`)."""
-    if previous.retention_days == 0 and current.retention_days > 0:
-        reconcile(registry, using, only=sweep.KIND)
+    """Tell every lifecycle hook of a config change (retention switched back on
+    schedules the sweep again: `jobs.schedules.hook`)."""
+    lifecycle.config_changed(previous, current, registry, using or DEFAULT_DB_ALIAS)
 
 
 def owed(store: Store, registry: Registry, now: datetime) -> list[Job]:
@@ -162,27 +147,32 @@ class Debts:
 
 class Upkeep:
     """What a recovering runner looks after between its passes: the `abandon`
-    calls left owed (`Debts`, every `DEBTS_CHECK_SECONDS`) and the schedules
-    left without a live occurrence (`reconcile.repair`, every
-    `SCHEDULES_REPAIR_SECONDS`, first one interval after the start-up
-    reconcile), both only where `debts` is active. The loop calls `look` each
+    calls left owed (`Debts`, every `DEBTS_CHECK_SECONDS`) and each lifecycle
+    hook's `upkeep`, every `upkeep_seconds` (first one interval after the
+    start), both only where `debts` is active. The loop calls `look` each
     pass; most calls compare a clock."""
 
     def __init__(self, debts: Debts) -> None:
         self.debts = debts
         self.store = debts.store
         self.active = debts.active
-        self._next_repair = time.monotonic() + SCHEDULES_REPAIR_SECONDS
+        started = time.monotonic()
+        #: When each hook with an upkeep is next due.
+        self._due = {
+            hook: started + hook.upkeep_seconds
+            for hook in lifecycle.HOOKS
+            if hook.upkeep_seconds is not None
+        }
 
     def look(self) -> None:
         self.debts.look()
-        if not self.active or time.monotonic() < self._next_repair:
+        if not self.active:
             return
-        self._next_repair = time.monotonic() + SCHEDULES_REPAIR_SECONDS
-        try:
-            repair(self.store.using)
-        except (DatabaseError, InterfaceError) as error:
-            log.event("schedules_repair_failed", logging.WARNING, outcome="failure", error=error)
+        for hook, due in self._due.items():
+            now = time.monotonic()
+            if now >= due:
+                self._due[hook] = now + (hook.upkeep_seconds or 0.0)
+                hook.upkeep(self.store.using)
 
     def close(self, timeout: float = 5.0) -> None:
         self.debts.close(timeout)

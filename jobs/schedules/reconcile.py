@@ -163,5 +163,5 @@ def _live(kind: str, name: str, using: str) -> Job | None:
 
 def _cancel(job: Job, registry: Registry, reason: str, using: str, now: datetime) -> None:
     retirement.cancel(
-        for_database(using), job.id, registry.get(job.kind), reason, now, by=BY, successor=False
+        for_database(using), job.id, registry.get(job.kind), reason, now, by=BY, hooks=False
     )

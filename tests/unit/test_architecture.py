@@ -114,3 +114,18 @@ def test_no_module_of_jobs_is_longer_than_the_limit():
         if (lines := len(path.read_text().splitlines())) > MODULE_LINES
     }
     assert long == {}, f"modules over {MODULE_LINES} lines: {long}"
+
+
+def test_the_generic_runner_path_never_imports_schedules_which_join_through_lifecycle_hooks():
+    graph = _graph()
+    generic = [
+        name
+        for name in graph
+        if name.startswith("jobs.runner") or name in ("jobs.retirement", "jobs.lifecycle")
+    ]
+    assert generic, "the runner's modules are found"
+    naming = {
+        name: sorted(target for target in graph[name] if target.startswith("jobs.schedules"))
+        for name in generic
+    }
+    assert {name: found for name, found in naming.items() if found} == {}

@@ -19,7 +19,7 @@ from jobs.checks import check_schedules
 from jobs.models import Job, Schedule, State
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
-from jobs.runner import maintenance
+from jobs.schedules import hook as schedules_hook
 from jobs.schedules import operator
 from jobs.schedules.reconcile import reconcile
 from jobs.schedules.reconcile import repair as reconcile_repair
@@ -412,7 +412,7 @@ def test_a_schedule_row_edited_into_nonsense_and_then_fixed_is_picked_up_without
         assert reconcile_repair() == 0, "still nonsense: nothing to repair from"
         Schedule.objects.filter(name="hourly").update(definition=good)
         frozen.move_to(T0 + timedelta(hours=1, minutes=30))
-        monkeypatch.setattr(maintenance, "SCHEDULES_REPAIR_SECONDS", 0)
+        monkeypatch.setattr(schedules_hook, "REPAIR_SECONDS", 0)
         make_runner(registry=scheduled).run_pass()  # a running runner's upkeep, no start-up
         assert reconcile_repair() == 0, "a schedule with a live occurrence is left alone"
     assert live("hourly").run_at == T0 + timedelta(hours=2), "resumed at its next fire time"
