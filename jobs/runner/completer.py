@@ -9,10 +9,11 @@ settles each in one of two ways:
   settles the whole batch in the same statement and commit as its claim
   (`Store.settle_and_claim`): at a few thousand jobs a second, one commit per
   job would be the runner's largest cost. `done_batch` gives the producer the
-  batch; `batch_settled` takes back which rows were won. Whatever still waits
-  when the runner stops is settled on its own (`settle_batch`). A batch whose
-  statement fails is settled row by row (`settle_alone`), so one row the
-  database refuses costs only its own attempt (`jobs.runner.done_batch`).
+  batch and `settle_done` settles it: the one entry every `Done` goes
+  through, the pass's batch, a hooked job's `Done` settled alone, and
+  whatever still waits when the runner stops (`settle_batch`). A batch whose
+  statement fails is settled row by row, so one row the database refuses
+  costs only its own attempt (`jobs.runner.done_batch`).
 - Anything else is settled at once by a fenced single-row settle on the
   worker's own connection (retry with backoff, retire, reschedule), since it
   is rarer and may have to call the handler's `abandon`.
@@ -32,8 +33,7 @@ its finish rings the loop, so the pass that answers the ring finds it free.
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -42,18 +42,16 @@ from django.db import transaction
 from jobs import history, lifecycle, log, observers, retirement
 from jobs.backoff import LATEST, after, next_attempt
 from jobs.handlers import Done, Failed, Outcome, Reschedule, Retry
-from jobs.models import Job, State
+from jobs.models import Job
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
-from jobs.runner.done_batch import DoneBatch, DoneSettles
+from jobs.runner.done_batch import Claiming, DoneBatch, DoneSettles
 from jobs.runner.settle_tries import SettleTries, settles_failed
 from jobs.runner.slots import Slots
 from jobs.store import Claim, Store
 
 Clock = Callable[[], datetime]
-#: The pass's settle-and-claim of the given rows (`jobs.store.limits`).
-Claiming = Callable[[Sequence[tuple[Job, Any]]], tuple[set[uuid.UUID], list[Claim]]]
 
 
 class Completer:
@@ -102,24 +100,10 @@ class Completer:
         """A job a lifecycle hook recognised ended `Done`: settled on its own,
         with the hooks' `after_settle` in the same transaction (such jobs are
         few, so the batch's saving is not worth a second path through it)."""
-        batch = DoneBatch([attempt], [(attempt.job, result)])
-        now = self.clock()
-
-        def settle() -> set[uuid.UUID]:
-            with transaction.atomic(using=self.store.using):
-                won = self.store.complete_many(batch.rows, now)
-                if won:
-                    lifecycle.after_settle(
-                        self.store, attempt.job, now, State.DONE, attempt.job.started_at
-                    )
-            return won
-
         try:
-            won = self.tries.run(settle, attempt.job, "done")
-        except Exception as error:
-            self.batches.refused(attempt, result, error, now)
-        else:
-            self.batches.settled(batch, won, now)
+            self.settle_done(
+                DoneBatch([attempt], [(attempt.job, result)], hooked=True), self.clock()
+            )
         finally:
             self.slots.finished(attempt)
 
@@ -221,39 +205,21 @@ class Completer:
 
     # The `Done` batch (`jobs.runner.done_batch.DoneSettles` says how).
 
-    def settle_and_claim(self, batch: DoneBatch, now: datetime, claim: Claiming) -> list[Claim]:
-        """The pass's claims, `claim(rows)` settling `batch` at `now` in the
-        same statement and commit. If that fails, each row of the batch is
-        settled alone and the pass claims with no batch: one row the
-        statement could not write costs neither the others nor the claim. A
-        claim that fails with no batch to blame raises."""
-        try:
-            won, claims = claim(batch.rows)
-        except Exception as error:
-            if not batch:
-                raise
-            self.settle_alone(batch, error, now)
-            return claim([])[1]
-        self.batch_settled(batch, won, now)
-        return claims
-
     def done_batch(self) -> DoneBatch:
-        """Take the `Done` attempts waiting, for the producer's settle-and-claim."""
+        """Take the `Done` attempts waiting, for the producer's pass."""
         return self.batches.take()
 
-    def batch_settled(self, batch: DoneBatch, won: set[uuid.UUID], now: datetime) -> None:
-        self.batches.settled(batch, won, now)
-
-    def batch_failed(self, batch: DoneBatch, error: Exception) -> None:
-        self.batches.failed(batch, error)
-
-    def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> None:
-        """The batch's own settle failed: settle each row alone (the producer's fallback)."""
-        self.batches.settle_alone(batch, error, now)
+    def settle_done(
+        self, batch: DoneBatch, now: datetime, claim: Claiming | None = None
+    ) -> list[Claim]:
+        """Settle `batch` at `now`, with the pass's `claim` in the same statement
+        and commit when given; the claims (`DoneSettles.settle` says how a
+        failure is met)."""
+        return self.batches.settle(batch, now, claim)
 
     def settle_batch(self, now: datetime) -> None:
         """Settle the `Done` attempts still waiting: for a runner that has stopped claiming."""
-        self.batches.settle_waiting(now)
+        self.settle_done(self.batches.take(), now)
 
     def waiting(self) -> int:
         """How many `Done` attempts wait for a settle."""

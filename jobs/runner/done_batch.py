@@ -2,13 +2,19 @@
 
 A batch is what one settle takes from the completer (`Completer.done_batch`):
 the attempts and the rows written for them, in one statement and one commit.
-Handlers that listen (`JobHandler.completed`) are told after that commit, one
-by one, for the rows the batch won.
+Every batch goes through one entry, `DoneSettles.settle`, whoever settles it:
+the producer's pass (with its claim in the same commit), an attempt a
+lifecycle hook recognised (alone, its hooks writing in the same transaction),
+and a runner that has stopped claiming. Handlers that listen
+(`JobHandler.completed`) are told after that commit, one by one, for the rows
+the batch won.
 
-A batch's statement that fails is no reason for its rows to fail: each is
-then settled alone (`DoneSettles.settle_alone`), so a row the database
-refuses costs only its own attempt, never the others' (which would each run
-again after their leases).
+A batch's settle that fails on a transient database error is tried again as
+a whole (`jobs.runner.settle_tries`). One that still fails, or fails for any
+other reason, is no reason for its rows to fail: each is then settled alone
+(`DoneSettles.settle_alone`), so a row the database refuses costs only its
+own attempt, never the others' (which would each run again after their
+leases).
 """
 
 from __future__ import annotations
@@ -18,14 +24,14 @@ import functools
 import logging
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 
-from jobs import log, observers
+from jobs import lifecycle, log, observers
 from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.retirement import job_fields
@@ -33,7 +39,10 @@ from jobs.runner.attempt import Attempt
 from jobs.runner.settle_tries import GaveUp, SettleTries, settles_failed
 from jobs.runner.slots import Slots
 from jobs.storable import storable_text
-from jobs.store import Store
+from jobs.store import Claim, Store
+
+#: The pass's settle-and-claim of the given rows (`jobs.store.limits`).
+Claiming = Callable[[Sequence[tuple[Job, Any]]], tuple[set[uuid.UUID], list[Claim]]]
 
 
 @dataclass(slots=True)
@@ -44,6 +53,9 @@ class DoneBatch:
     #: Each attempt's job and result, as `Store.settle_and_claim` and
     #: `Store.complete_many` take them.
     rows: list[tuple[Job, Any]] = field(default_factory=list)
+    #: Whether a lifecycle hook recognised its attempts: their settle runs the
+    #: hooks' `after_settle` in its transaction, so it never joins a claim.
+    hooked: bool = False
 
     def __len__(self) -> int:
         return len(self.attempts)
@@ -147,6 +159,47 @@ class DoneSettles:
         finally:
             self.slots.settled(batch.attempts)
 
+    def settle(self, batch: DoneBatch, now: datetime, claim: Claiming | None = None) -> list[Claim]:
+        """Settle `batch` at `now`, and with `claim` the pass's claims in the same
+        statement and commit; returns the claims. The one way a `Done` is settled.
+
+        Tried again as a whole on a transient database error. If it still
+        fails, each row is settled alone (`settle_alone`) and then, for a
+        pass, the claim made with no batch: one row the statement could not
+        write costs neither the others nor the claim. A claim that fails with
+        no batch to blame raises.
+        """
+        if not batch:
+            return claim([])[1] if claim is not None else []
+
+        def step() -> tuple[set[uuid.UUID], list[Claim]]:
+            if claim is None:
+                return self.write(batch, batch.rows, now), []
+            return claim(batch.rows)
+
+        try:
+            won, claims = self.tries.run(step, batch.attempts[0].job, "done", rows=len(batch))
+        except Exception as error:
+            self.settle_alone(batch, error, now)
+            return claim([])[1] if claim is not None else []
+        self.settled(batch, won, now)
+        return claims
+
+    def write(
+        self, batch: DoneBatch, rows: Sequence[tuple[Job, Any]], now: datetime
+    ) -> set[uuid.UUID]:
+        """Write `rows` of `batch` as settled at `now`: one `complete_many`, with
+        the hooks' `after_settle` for each row won in the same transaction when
+        the batch is `hooked`. Returns the ids won."""
+        if not batch.hooked:
+            return self.store.complete_many(rows, now)
+        with transaction.atomic(using=self.store.using):
+            won = self.store.complete_many(rows, now)
+            for job, _ in rows:
+                if job.id in won:
+                    lifecycle.after_settle(self.store, job, now, State.DONE, job.started_at)
+        return won
+
     def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> None:
         """The batch's settle failed with `error`: settle each of its rows at
         `now` in a statement and commit of its own, so that one row the
@@ -156,23 +209,32 @@ class DoneSettles:
         run out of tries the database is not answering, and it and the rows
         after it are left to their leases (`failed`) rather than each waiting
         out tries of its own on the loop thread. A row refused for good is
-        handled by `refused`. The slots are freed either way.
+        handled by `refused`. The slots are freed either way. A batch of one
+        row has been tried alone already.
         """
+        if len(batch) == 1:
+            attempt, (_, result) = batch.attempts[0], batch.rows[0]
+            if isinstance(error, GaveUp):
+                self.failed(batch, error)
+            else:
+                self.refused(attempt, result, error, now)
+            return
+        cause = error.error if isinstance(error, GaveUp) else error
         log.event(
             "job_batch_settle_failed",
             logging.WARNING,
             outcome="settling_alone",
             rows=len(batch),
-            error=repr(error),
+            error=repr(cause),
         )
-        if isinstance(error, DatabaseError):
+        if isinstance(cause, DatabaseError):
             connections[self.store.using].close_if_unusable_or_obsolete()
-        settled = DoneBatch()
+        settled = DoneBatch(hooked=batch.hooked)
         won: set[uuid.UUID] = set()
         for index, (attempt, row) in enumerate(zip(batch.attempts, batch.rows, strict=True)):
             try:
                 won |= self.tries.run(
-                    functools.partial(self.store.complete_many, [row], now), attempt.job, "done"
+                    functools.partial(self.write, batch, [row], now), attempt.job, "done"
                 )
             except GaveUp as gave_up:
                 self.failed(DoneBatch(batch.attempts[index:], batch.rows[index:]), gave_up)
@@ -204,16 +266,3 @@ class DoneSettles:
         finally:
             observers.unsettled(attempt.job)  # a no-op when the retirement was told
             self.slots.settled((attempt,))
-
-    def settle_waiting(self, now: datetime) -> None:
-        """Settle the `Done` attempts still waiting, in a statement of their own:
-        for a runner that has stopped claiming (`Runner.finish`, `Runner.close`)."""
-        batch = self.take()
-        if not batch:
-            return
-        try:
-            won = self.store.complete_many(batch.rows, now)
-        except Exception as error:
-            self.settle_alone(batch, error, now)
-            return
-        self.settled(batch, won, now)

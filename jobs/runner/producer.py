@@ -298,7 +298,7 @@ class Runner:
             {kind: lease_for(budget, settings.heartbeat) for kind, budget in budgets.items()},
             self.queues,
         )
-        claims = self.completer.settle_and_claim(
+        claims = self.completer.settle_done(
             batch,
             now,
             lambda rows: limits.settle_and_claim(

@@ -31,6 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.db import DatabaseError, connections
 
@@ -99,10 +100,11 @@ class SettleTries:
         self.sleep = sleep
         self._thread = threading.local()
 
-    def run[T](self, step: Callable[[], T], job: Job, settle: str) -> T:
+    def run[T](self, step: Callable[[], T], job: Job, settle: str, **fields: Any) -> T:
         """`step()`'s answer, tried again after each pause while it fails on a
         transient error; `GaveUp` when the last try failed so, any other error
-        at once. `job` and `settle` (the verb) name the settle in the log."""
+        at once. `job` and `settle` (the verb) name the settle in the log,
+        with `fields` (a batch's `rows`)."""
         started = time.monotonic()
         gave_up_at = getattr(self._thread, "gave_up_at", None)
         quiet = gave_up_at is not None and started - gave_up_at < QUIET_SECONDS
@@ -125,6 +127,7 @@ class SettleTries:
                     outcome="retrying",
                     **job_fields(job),
                     settle=settle,
+                    **fields,
                     tried=tried,
                     tries=tries,
                     error=repr(error),
@@ -141,6 +144,7 @@ class SettleTries:
                     outcome="recovered",
                     **job_fields(job),
                     settle=settle,
+                    **fields,
                     tries=tried,
                     spent_ms=_ms_since(started),
                 )

@@ -147,41 +147,56 @@ def test_a_settle_refused_for_good_is_not_tried_again(
     assert fields(failed[0])["tries"] == 1
 
 
-def test_a_batch_that_fails_on_a_transient_error_settles_its_rows_alone_trying_each_again(
-    good, registry, make_runner, caplog
+def test_a_batch_that_fails_on_a_transient_error_lands_whole_on_the_next_try(
+    good, registry, make_runner, caplog, no_pauses
 ):
     runner = make_runner(registry=registry)
     runner.store.settle_and_claim = failing_with_rows(
         runner.store.settle_and_claim, [transient_error()]
     )
-    real_complete_many = runner.store.complete_many
-    first_row: list[Exception] = [transient_error()]
-
-    def complete_many(done: Any, now: Any) -> Any:
-        if len(done) == 1 and first_row:
-            raise first_row.pop()
-        return real_complete_many(done, now)
-
-    runner.store.complete_many = complete_many
     queue_mixed(6, [])
     runner.drain()
 
     assert sorted(good.runs) == sorted((f"good-{n}", 1) for n in range(6)), "each ran once"
     assert {row.state for row in rows(Good.kind).values()} == {State.DONE}
-    assert len(events(caplog, "job_batch_settle_failed")) == 1
-    assert len(events(caplog, "job_settle_recovered")) == 1, "its first row landed on a retry"
+    assert not events(caplog, "job_batch_settle_failed"), "no row was settled alone"
+    (retried,) = events(caplog, "job_settle_retried")
+    said = fields(retried)
+    assert (said["settle"], said["tried"]) == ("done", 1), "the batch's try is logged"
+    assert said["rows"] > 0, "saying how many rows it held"
+    assert len(no_pauses) == 1, "after one pause"
+    (recovered,) = events(caplog, "job_settle_recovered")
+    assert (fields(recovered)["tries"], fields(recovered)["rows"]) == (2, said["rows"])
     assert not events(caplog, "job_settle_failed")
 
 
-def test_a_batch_whose_rows_cannot_reach_the_database_waits_out_one_rows_tries_not_each(
+def test_a_batch_that_fails_on_every_try_settles_its_rows_alone(
+    good, registry, make_runner, caplog, no_pauses
+):
+    runner = make_runner(registry=registry)
+    runner.store.settle_and_claim = failing_with_rows(
+        runner.store.settle_and_claim, [transient_error() for _ in range(TRIES)]
+    )
+    queue_mixed(6, [])
+    runner.drain()
+
+    assert sorted(good.runs) == sorted((f"good-{n}", 1) for n in range(6)), "each ran once"
+    assert {row.state for row in rows(Good.kind).values()} == {State.DONE}
+    assert len(no_pauses) == len(PAUSES), "the batch waited out its pauses, and no more"
+    (fallback,) = events(caplog, "job_batch_settle_failed")
+    assert fields(fallback)["rows"] > 1
+    assert not events(caplog, "job_settle_failed"), "then each row landed alone"
+
+
+def test_a_batch_whose_rows_cannot_reach_the_database_waits_out_one_set_of_tries_not_each(
     good, registry, make_runner, configure, caplog, no_pauses
 ):
-    """The loop thread settles the fallback: a database that is gone costs it one
-    row's tries, then the rest are left to their leases."""
+    """The loop thread settles the fallback: a database that is gone costs it the
+    batch's tries, then each row is tried once and left to its lease."""
     configure(max_concurrent=8)
     runner = make_runner(registry=registry)
     runner.store.settle_and_claim = failing_with_rows(
-        runner.store.settle_and_claim, [transient_error()]
+        runner.store.settle_and_claim, [transient_error() for _ in range(TRIES)]
     )
     queue_mixed(4, [])
     gone = [transient_error() for _ in range(TRIES)]
@@ -196,11 +211,33 @@ def test_a_batch_whose_rows_cannot_reach_the_database_waits_out_one_rows_tries_n
     runner.drain()
 
     (fallback,) = events(caplog, "job_batch_settle_failed")
-    assert len(no_pauses) == len(PAUSES), "one row's pauses, not one set per row"
+    assert len(no_pauses) == len(PAUSES), "one set of pauses, not one per row"
     failed = events(caplog, "job_settle_failed")
     assert len(failed) == fields(fallback)["rows"], "every row of that batch is left to its lease"
     left = [row for row in rows(Good.kind).values() if row.state == State.RUNNING]
     assert len(left) == fields(fallback)["rows"]
+
+
+def test_done_attempts_waiting_when_the_runner_stops_are_settled_trying_again(
+    good, registry, make_runner, caplog, no_pauses
+):
+    """The stop's settle is the pass's: a transient error is tried again."""
+    runner = make_runner(registry=registry)
+    queue_mixed(3, [])
+    # Leave Done attempts waiting as a stop finds them: one pass claims, the
+    # workers end them, and the runner stops before another pass.
+    runner.run_pass()
+    runner.pool.close(timeout=5.0)
+    assert runner.completer.waiting() == 3, "three Done attempts wait for a settle"
+    real_complete_many = runner.store.complete_many
+    runner.store.complete_many = failing(real_complete_many, [transient_error()])
+    runner.completer.settle_batch(runner.clock())
+
+    done = {key for key, row in rows(Good.kind).items() if row.state == State.DONE}
+    assert done == {f"good-{n}" for n in range(3)}, "every row settled once"
+    (recovered,) = events(caplog, "job_settle_recovered")
+    assert fields(recovered)["rows"] == 3
+    assert not events(caplog, "job_batch_settle_failed")
 
 
 @pytest.mark.postgresql

@@ -251,7 +251,7 @@ class QueueMachine(RuleBasedStateMachine):
         budgets = lane.executor.budgets(SETTINGS, self.now)
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
         won, claims = self.store.settle_and_claim(batch.rows, self.now, leases, limit)
-        lane.completer.batch_settled(batch, won, self.now)
+        lane.completer.batches.settled(batch, won, self.now)
         started = lane.executor.attempts(claims, SETTINGS, budgets, self.now)
         lane.slots.started(started)
 
