@@ -37,7 +37,7 @@ wake-up is written.
 Time limits, honestly
 ---------------------
 A Python thread cannot be cancelled. When a synchronous `run` overruns its
-budget (`lease()` or `lease_seconds`), the attempt is settled as a timed-out
+budget (`budget()` or `lease_seconds`), the attempt is settled as a timed-out
 retry and whatever it returns later is discarded, but the thread runs on until
 the handler returns. An `async def run` is really cancelled at the budget.
 

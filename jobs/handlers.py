@@ -7,6 +7,7 @@ previous attempt did, which is why `run` must be safe to start again.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -114,6 +115,15 @@ class JobHandler:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.listens = cls.completed is not JobHandler.completed
+        if "lease" in cls.__dict__ and "budget" not in cls.__dict__:
+            # The budget's old name: it still sets the budget, once per class.
+            warnings.warn(
+                f"{cls.__qualname__}.lease() is deprecated: rename it budget() "
+                "(it is the attempt's budget; the lease on the row is derived from it)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.budget = cls.__dict__["lease"]  # type: ignore[method-assign]
 
     def run(self, job: Job) -> Outcome | Any:
         """Run one attempt and say how it ended.
@@ -125,14 +135,24 @@ class JobHandler:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement run(job)")
 
-    def lease(self) -> timedelta | None:
+    def budget(self) -> timedelta | None:
         """How long one attempt may take; `None` takes the configured `lease_seconds`.
 
-        The runner settles an attempt that overruns this as a timed-out retry,
-        and writes a lease on the row slightly longer, so its own timeout
-        always fires before another runner may take the row.
+        Read at each claim. The runner settles an attempt that overruns this
+        as a timed-out retry, and writes a lease on the row slightly longer,
+        so its own timeout always fires before another runner may take the row.
         """
         return None
+
+    def lease(self) -> timedelta | None:
+        """Deprecated: the old name of `budget`, which it returns. A subclass that
+        still overrides `lease` has it used as its `budget`, with a warning."""
+        warnings.warn(
+            "JobHandler.lease() is deprecated: call budget()", DeprecationWarning, stacklevel=2
+        )
+        if type(self).budget is type(self).__dict__.get("lease"):
+            return None  # a subclass's `lease` calling up: the default budget
+        return self.budget()
 
     def abandon(self, job: Job, reason: str) -> None:
         """Called once when the job is retired for good, never between retries.

@@ -48,7 +48,7 @@ def relay(order_id: int) -> JobSpec:
 class RelayHandler(JobHandler):
     kind = KIND
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         # The upstream request is bounded in total by its timeout, so an
         # attempt always ends before its lease, and no second attempt (hence
         # no second request for this order) can start while one is in flight.

@@ -52,12 +52,12 @@ class Executor:
     def _budget(self, handler: JobHandler, settings: JobsSettings, now: datetime) -> timedelta:
         """The handler's own attempt budget, or the configured one when it has none.
 
-        A `lease()` that is not a positive timedelta, or so long that the
+        A `budget()` that is not a positive timedelta, or so long that the
         lease written from it would pass year 9999, would fail every claim for
         every kind; it is logged and the configured budget used instead.
         """
         try:
-            budget = handler.lease()
+            budget = handler.budget()
             if budget is None:
                 return settings.lease
             if not isinstance(budget, timedelta) or budget <= timedelta(0):

@@ -25,7 +25,7 @@ class LedgerHandler(JobHandler):
 
     kind = "faults.ledger"
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         # Short, so a row whose Done a crash forgot comes back within seconds.
         return timedelta(seconds=float(os.environ.get("FAULTS_LEDGER_LEASE", "2")))
 

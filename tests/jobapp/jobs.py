@@ -53,7 +53,7 @@ class SleepHandler(JobHandler):
 
     kind = "test.sleep"
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         return timedelta(seconds=float(os.environ.get("TEST_SLEEP_LEASE", "2")))
 
     def run(self, job: Job) -> Done | Retry:
@@ -88,7 +88,7 @@ class PoisonHandler(JobHandler):
 
     kind = "test.poison"
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         return timedelta(seconds=float(os.environ.get("TEST_POISON_LEASE", "1")))
 
     def run(self, job: Job) -> Done:
@@ -112,7 +112,7 @@ class RefuseHandler(JobHandler):
 
     kind = "test.refuse"
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         return timedelta(seconds=float(os.environ.get("TEST_REFUSE_LEASE", "1")))
 
     def run(self, job: Job) -> Failed:
@@ -187,7 +187,7 @@ class SigkillHandler(JobHandler):
 
     kind = "test.sigkill"
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         return timedelta(seconds=float(os.environ.get("TEST_POISON_LEASE", "1")))
 
     def run(self, job: Job) -> Done:

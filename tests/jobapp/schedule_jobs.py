@@ -26,7 +26,7 @@ class FirstSleepsHandler(JobHandler):
 
     kind = "test.first_sleeps"
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         return timedelta(seconds=float(os.environ.get("TEST_SLEEP_LEASE", "2")))
 
     def run(self, job: Job) -> Done:

@@ -174,7 +174,7 @@ def test_a_handler_whose_lease_is_absurd_runs_under_the_configured_lease(
     class AbsurdLease(Recording):
         kind = "test.absurd_lease"
 
-        def lease(self) -> Any:
+        def budget(self) -> Any:
             return lease
 
     registry.register(AbsurdLease)

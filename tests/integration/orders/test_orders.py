@@ -182,7 +182,7 @@ def test_the_relay_lease_outlasts_the_whole_upstream_request(settings):
     """The lease is what keeps a second attempt from starting while a request is in flight."""
     settings.ORDERS_UPSTREAM_TIMEOUT = 7.5
 
-    assert RelayHandler().lease().total_seconds() > 7.5
+    assert RelayHandler().budget().total_seconds() > 7.5
 
 
 # -- the upstream client --------------------------------------------------------------

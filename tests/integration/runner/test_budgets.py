@@ -30,7 +30,7 @@ def test_an_overrunning_attempt_is_settled_as_a_timed_out_retry_and_its_late_res
     class Overruns(Blocks):
         kind = "test.overruns"
 
-        def lease(self) -> timedelta:
+        def budget(self) -> timedelta:
             return timedelta(seconds=1)
 
     handler = install(registry, Overruns)
@@ -70,7 +70,7 @@ def test_a_last_attempt_that_overruns_is_retired_and_abandoned_once_despite_its_
     class OverrunsThenFails(Blocks):
         kind = "test.overruns_then_fails"
 
-        def lease(self) -> timedelta:
+        def budget(self) -> timedelta:
             return timedelta(seconds=1)
 
         def run(self, job: Job) -> Any:
@@ -126,7 +126,7 @@ def test_the_lease_written_at_claim_is_the_budget_and_a_margin_or_three_heartbea
             super().__init__()
             self.leases: list[datetime | None] = []
 
-        def lease(self) -> timedelta:
+        def budget(self) -> timedelta:
             return budget
 
         def run(self, job: Job) -> Any:
@@ -162,7 +162,7 @@ def test_an_async_run_that_overruns_its_budget_is_really_cancelled(
             self.ran_past_the_sleep = False
             self.cancelled = threading.Event()
 
-        def lease(self) -> timedelta:
+        def budget(self) -> timedelta:
             return timedelta(seconds=0.2)
 
         async def run(self, job: Job) -> Any:
@@ -199,7 +199,7 @@ def test_a_done_awaiting_its_batch_when_its_budget_passes_keeps_its_slot_until_t
     class QuickDone(Recording):
         kind = "test.quick_done"
 
-        def lease(self) -> timedelta:
+        def budget(self) -> timedelta:
             return timedelta(seconds=1)
 
     install(registry, QuickDone)
@@ -217,3 +217,36 @@ def test_a_done_awaiting_its_batch_when_its_budget_passes_keeps_its_slot_until_t
     assert runner.run_pass() == (1, 1), "one slot: the batch frees it, and one row is claimed"
     assert len(runner.in_flight()) == 1
     assert Job.objects.filter(state=State.DONE).count() == 1, "the batch settled the Done"
+
+
+def test_a_handler_still_naming_its_budget_lease_keeps_that_budget_with_a_deprecation_warning(
+    registry, make_runner, configure
+):
+    configure(lease_seconds=300)
+    with pytest.warns(DeprecationWarning, match=r"lease\(\) is deprecated: rename it budget\(\)"):
+
+        class OldName(Recording):
+            kind = "test.old_name"
+
+            def lease(self) -> timedelta:
+                return timedelta(seconds=7)
+
+    handler = OldName()
+    assert handler.budget() == timedelta(seconds=7), "lease() is its budget"
+    with pytest.warns(DeprecationWarning, match=r"call budget\(\)"):
+        assert JobHandler.lease(handler) is None, "calling up reaches the default budget"
+    install(registry, OldName)
+    runner = make_runner(registry=registry)
+    budgets = runner.executor.budgets(runner.settings(), T0)
+    assert budgets[OldName.kind] == timedelta(seconds=7), "what the runner claims and runs under"
+
+
+def test_calling_lease_on_a_handler_is_deprecated_and_answers_its_budget():
+    class NewName(JobHandler):
+        kind = "test.new_name"
+
+        def budget(self) -> timedelta:
+            return timedelta(seconds=9)
+
+    with pytest.warns(DeprecationWarning, match=r"call budget\(\)"):
+        assert NewName().lease() == timedelta(seconds=9)

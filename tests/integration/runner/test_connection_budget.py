@@ -251,7 +251,7 @@ def test_an_attempt_timed_out_while_it_waited_its_turn_for_a_connection_is_never
     class Short(Blocks):
         kind = "test.short"
 
-        def lease(self) -> timedelta:
+        def budget(self) -> timedelta:
             return timedelta(seconds=1)
 
     handler = install(registry, Short)

@@ -28,7 +28,7 @@ class Hangs(Recording):
         super().__init__()
         self.release = threading.Event()
 
-    def lease(self) -> timedelta:
+    def budget(self) -> timedelta:
         return timedelta(seconds=1)
 
     def run(self, job: Any) -> Any:
