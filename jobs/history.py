@@ -50,8 +50,17 @@ TRACEBACK_CHARS = 8_000
 
 
 class Outcome(enum.StrEnum):
-    """How an attempt that did not end `Done` ended."""
+    """How an attempt ended: the one vocabulary of the attempt record, the
+    `job_finished` signal (`jobs.signals.OUTCOMES`), the metrics' `outcome`
+    label and the attempt's span. Each member is its string, so receivers
+    and dashboards that compare with "done" or "failed" keep working.
 
+    The record keeps an entry for every end but `DONE`; `RECLAIMED` is
+    recorded only, never told as a `job_finished` (a lost attempt's end is
+    learnt by the runner that takes its row)."""
+
+    #: Returned `Done`: the row settled `done`.
+    DONE = "done"
     #: Raised or returned `Retry`: another attempt is scheduled.
     RETRY = "retry"
     #: The job was retired with this attempt (`Failed`, a last `Retry`, a

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from jobs import signals, tracing
+from jobs.history import Outcome
 from jobs.metrics.tally import tally
 
 
@@ -38,14 +39,14 @@ def enqueued(rows: Sequence[Any], using: str) -> None:
             )
 
 
-def finished(job: Any, outcome: str, now: datetime) -> None:
+def finished(job: Any, outcome: Outcome, now: datetime) -> None:
     """The attempt `job` describes settled at `now` as `outcome`, committed."""
     _attempt_ended(job, outcome, now)
     signals.send(signals.job_finished, job.kind, job=job, attempt=job.attempts, outcome=outcome)
 
 
 def finished_on_commit(
-    job: Any, outcome: str, database: str, now: datetime, *, ran: bool = True
+    job: Any, outcome: Outcome, database: str, now: datetime, *, ran: bool = True
 ) -> None:
     """`finished`, once the transaction settling `job` on `database` commits.
 
@@ -59,19 +60,19 @@ def finished_on_commit(
     )
 
 
-def _attempt_ended(job: Any, outcome: str, now: datetime) -> None:
+def _attempt_ended(job: Any, outcome: Outcome, now: datetime) -> None:
     tally.finished((job,), outcome, now)
     tracing.finished(job, outcome)
 
 
 def all_done(jobs: list[Any], now: datetime) -> None:
     """The attempts of `jobs`, a batch settled together, ended `done` at `now`."""
-    tally.finished(jobs, "done", now)
-    tracing.all_finished(jobs, "done")
+    tally.finished(jobs, Outcome.DONE, now)
+    tracing.all_finished(jobs, Outcome.DONE)
     if signals.job_finished.receivers:  # anyone, for any kind: ask per job
         for job in jobs:
             signals.send(
-                signals.job_finished, job.kind, job=job, attempt=job.attempts, outcome="done"
+                signals.job_finished, job.kind, job=job, attempt=job.attempts, outcome=Outcome.DONE
             )
 
 

@@ -54,6 +54,7 @@ from django.db import connections, transaction
 
 from jobs import history, lifecycle, log, observers, signals
 from jobs.handlers import JobHandler
+from jobs.history import Outcome
 from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.store import Store
@@ -99,7 +100,9 @@ def retire(
             error=telling_line(reason, trim=False),
         )
         timed_out = entry.outcome == history.Outcome.TIMED_OUT
-        observers.finished_on_commit(job, "timed_out" if timed_out else "failed", store.using, now)
+        observers.finished_on_commit(
+            job, Outcome.TIMED_OUT if timed_out else Outcome.FAILED, store.using, now
+        )
         lifecycle.after_settle(store, job, now, state, job.started_at)
         owe(store, job, handler, reason)
     return True
@@ -133,7 +136,9 @@ def cancel(
         started = job.started_at if job.state == State.RUNNING else None
         job.state, job.last_error, job.finished_at = State.CANCELLED, reason, now
         log.event("job_cancelled", outcome="cancelled", job_id=job_id, kind=job.kind, by=by)
-        observers.finished_on_commit(job, "cancelled", store.using, now, ran=started is not None)
+        observers.finished_on_commit(
+            job, Outcome.CANCELLED, store.using, now, ran=started is not None
+        )
         if hooks:
             lifecycle.after_settle(store, job, now, State.CANCELLED, started)
         if handler is None:

@@ -33,6 +33,7 @@ from django.db import transaction
 from django.dispatch import Signal
 
 from jobs import log
+from jobs.history import Outcome
 
 
 class KindSignal(Signal):
@@ -67,8 +68,8 @@ job_started = KindSignal()
 job_finished = KindSignal()
 job_abandoned = KindSignal()
 
-#: What `job_finished` says an attempt came to.
-OUTCOMES = ("done", "retry", "failed", "timed_out", "cancelled", "released")
+#: What `job_finished` says an attempt came to (`jobs.history.Outcome`).
+OUTCOMES = tuple(outcome for outcome in Outcome if outcome is not Outcome.RECLAIMED)
 
 
 def send(signal: Signal, kind: str, **arguments: Any) -> None:

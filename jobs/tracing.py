@@ -33,6 +33,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+from jobs.history import Outcome
+
 if TYPE_CHECKING:
     from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -59,7 +61,7 @@ TRACER = "jobs"
 ATTEMPT_SPAN = "jobs.attempt"
 #: Outcomes whose span is marked as an error: the attempt did not do its work
 #: and will not be tried again (`failed`), or ran past its budget.
-ERROR_OUTCOMES = frozenset({"failed", "timed_out"})
+ERROR_OUTCOMES = frozenset({Outcome.FAILED, Outcome.TIMED_OUT})
 #: The longest traceparent the column holds: version 00's, the only one written.
 TRACEPARENT_LENGTH = 55
 
@@ -159,7 +161,7 @@ def _attempt(job: Job) -> Iterator[None]:
         raise
 
 
-def finished(job: Job, outcome: str) -> None:
+def finished(job: Job, outcome: Outcome) -> None:
     """End the span of the attempt `job` describes, settled as `outcome` (one of
     `jobs.signals.OUTCOMES`); an error for `ERROR_OUTCOMES`. Does nothing for an
     attempt with no open span, so a second call, or one for a job that never
@@ -177,7 +179,7 @@ def finished(job: Job, outcome: str) -> None:
     span.end()
 
 
-def all_finished(jobs: Iterable[Job], outcome: str) -> None:
+def all_finished(jobs: Iterable[Job], outcome: Outcome) -> None:
     """`finished` for each of `jobs`, a batch settled together; nothing is
     walked while no span is open (tracing absent, or no provider configured)."""
     if _open:

@@ -14,18 +14,19 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobs.admin.display import badge, stamp_or_nothing
+from jobs.history import Outcome
 from jobs.holding import Holders
 from jobs.models import Job
 from jobs.presentation import NOTHING, attempts_not_done, duration
 
 #: An outcome's badge colour, from the state colours it resembles.
-_TONES = {
-    "retry": "queued",
-    "failed": "failed",
-    "timed_out": "failed",
-    "reclaimed": "gone",
-    "cancelled": "cancelled",
-    "released": "waiting",
+_TONES: dict[str, str] = {
+    Outcome.RETRY: "queued",
+    Outcome.FAILED: "failed",
+    Outcome.TIMED_OUT: "failed",
+    Outcome.RECLAIMED: "gone",
+    Outcome.CANCELLED: "cancelled",
+    Outcome.RELEASED: "waiting",
 }
 
 

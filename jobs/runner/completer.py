@@ -161,7 +161,7 @@ class Completer:
     ) -> None:
         if self.store.retry(attempt.job, now, run_at, reason, entry):
             log.event("job_released", outcome="released", **job_fields(attempt.job), run_at=run_at)
-            observers.finished(attempt.job, "released", now)
+            observers.finished(attempt.job, history.Outcome.RELEASED, now)
         else:
             self._lost(attempt.job, "release")
 
@@ -282,7 +282,7 @@ class Completer:
                 next_run_at=run_at.isoformat(),
                 error=telling_line(reason, trim=False),
             )
-            observers.finished(job, "timed_out" if timed_out else "retry", now)
+            observers.finished(job, outcome, now)
         else:
             self._lost(job, "retry")
 
