@@ -161,7 +161,7 @@ def _attempt(job: Job) -> Iterator[None]:
         raise
 
 
-def finished(job: Job, outcome: Outcome) -> None:
+def finished(job: Job, outcome: str) -> None:
     """End the span of the attempt `job` describes, settled as `outcome` (one of
     `jobs.signals.OUTCOMES`); an error for `ERROR_OUTCOMES`. Does nothing for an
     attempt with no open span, so a second call, or one for a job that never
@@ -179,7 +179,7 @@ def finished(job: Job, outcome: Outcome) -> None:
     span.end()
 
 
-def all_finished(jobs: Iterable[Job], outcome: Outcome) -> None:
+def all_finished(jobs: Iterable[Job], outcome: str) -> None:
     """`finished` for each of `jobs`, a batch settled together; nothing is
     walked while no span is open (tracing absent, or no provider configured)."""
     if _open:

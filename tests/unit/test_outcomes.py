@@ -26,6 +26,6 @@ def test_every_outcome_the_record_keeps_has_a_badge_of_its_own():
 
 
 def test_an_outcome_is_its_string_for_receivers_and_dashboards():
-    assert Outcome.TIMED_OUT == "timed_out"
+    assert [Outcome.TIMED_OUT] == ["timed_out"]
     assert str(Outcome.DONE) == "done"
     assert f"{Outcome.RELEASED}" == "released"
