@@ -64,18 +64,18 @@ class Tally:
     def __init__(self) -> None:
         self._notes: collections.deque[Note] = collections.deque()
         self._lock = threading.Lock()
-        #: How many runners hold the tally: while none does, a note is
+        #: How many runners have joined the tally: while none has, a note is
         #: applied as it is made.
-        self._holders = 0
+        self._joined = 0
         self._stop = threading.Event()
         self._stop.set()  # no thread yet
         self._flusher: threading.Thread | None = None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
-    def hold(self) -> None:
+    def join(self) -> None:
         """A runner starts: its notes wait for the tally's thread."""
         with self._lock:
-            self._holders += 1
+            self._joined += 1
             if self._stop.is_set():
                 # A thread told to stop may not have yet: the new one has its own event.
                 self._stop = threading.Event()
@@ -84,11 +84,11 @@ class Tally:
                 )
                 self._flusher.start()
 
-    def release(self) -> None:
+    def leave(self) -> None:
         """A runner stops: what it noted is applied now."""
         with self._lock:
-            self._holders = max(0, self._holders - 1)
-            if not self._holders:
+            self._joined = max(0, self._joined - 1)
+            if not self._joined:
                 self._stop.set()
         self.flush()
 
@@ -116,7 +116,7 @@ class Tally:
 
     def _note(self, note: Note) -> None:
         self._notes.append(note)
-        if not self._holders:
+        if not self._joined:
             self.flush()
 
     # -- applying them ---------------------------------------------------------

@@ -77,8 +77,9 @@ class Attempt:
         self.lease_lost = False
 
     @property
-    def finished(self) -> bool:
-        """True once the worker has an outcome, or the attempt was timed out."""
+    def taken(self) -> bool:
+        """True once someone took the attempt to settle it (`take`): its worker
+        with an outcome, or the loop timing it out."""
         return self._taken
 
     def take(self) -> bool:
@@ -89,11 +90,11 @@ class Attempt:
             self._taken = True
             return True
 
-    def hold_if_running(self) -> bool:
-        """Hold the attempt's lock if nobody has taken it yet (True), so that
-        its lease can be renewed before its settle reads it; `let_go_of` then.
+    def lock_if_running(self) -> bool:
+        """Take the attempt's lock if nobody has taken it yet (True), so that
+        its lease can be renewed before its settle reads it; `unlock` then.
 
-        The renewal holding it never waits on a row lock and waits at most
+        The renewal locking it never waits on a row lock and waits at most
         `jobs.store.base.RENEW_LOCK_TIMEOUT` for any other (SQLite: its busy
         timeout, for its one write lock), so a settle, which takes the
         attempt first, waits no longer than that and the statement itself."""
@@ -103,5 +104,5 @@ class Attempt:
             return False
         return True
 
-    def let_go_of(self) -> None:
+    def unlock(self) -> None:
         self._lock.release()

@@ -89,7 +89,7 @@ class Completer:
                 self._done_alone(attempt, outcome.result)
                 return
             self._done.append((attempt, outcome.result))
-            self.slots.finished(attempt)
+            self.slots.stopped(attempt)
             return
         try:
             self._guarded(self.settle, attempt, outcome, self.clock())
@@ -105,7 +105,7 @@ class Completer:
                 DoneBatch([attempt], [(attempt.job, result)], hooked=True), self.clock()
             )
         finally:
-            self.slots.finished(attempt)
+            self.slots.stopped(attempt)
 
     def skipped(self, attempt: Attempt, skip: lifecycle.Skip) -> None:
         """A lifecycle hook ruled that `attempt` must not run: `skip` moves its
@@ -174,7 +174,7 @@ class Completer:
         its lease (a worker that ended without an outcome, as a crash would)."""
         observers.unsettled(attempt.job)  # a no-op once its settle was told
         self.slots.settled((attempt,))
-        self.slots.finished(attempt)
+        self.slots.stopped(attempt)
 
     # -- from the producer, on the loop thread -----------------------------------
 

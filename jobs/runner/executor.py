@@ -123,7 +123,7 @@ class Executor:
         An attempt settled before it started (timed out, or released at a
         stop, while it waited for a worker thread's turn: `pool`) is not run."""
         connection_budget.ready(self.completer.store)
-        if attempt.finished:
+        if attempt.taken:
             attempt.returned = True
             return
         try:

@@ -145,18 +145,18 @@ class Heartbeat:
         """Renew the leases of the attempts still running (and still this
         runner's) to three heartbeats from `now`.
 
-        Each attempt is held (`Attempt.hold_if_running`) across the statement,
+        Each attempt is held (`Attempt.lock_if_running`) across the statement,
         so its settle, which is fenced on the lease, reads the lease renewed
         or waits for it; one already being settled is left out.
         """
         held: list[Attempt] = []
         for attempt in _current(self.slots.in_flight()):
-            if not attempt.hold_if_running():
+            if not attempt.lock_if_running():
                 continue
             lease = attempt.job.lease_expires_at
             if lease is None or lease <= now:
                 _lost(attempt, "its lease ran out before a renewal got through")
-                attempt.let_go_of()
+                attempt.unlock()
             else:
                 held.append(attempt)
         if not held:
@@ -169,7 +169,7 @@ class Heartbeat:
                 self.renewed_at = now
         finally:
             for attempt in held:
-                attempt.let_go_of()
+                attempt.unlock()
 
     def _renewal(self, jobs: list[Job], until: datetime) -> Renewal | None:
         kinds = self.limited()

@@ -143,7 +143,7 @@ class Runner:
             return  # stopped before the database ever answered
         if not self._tallying:
             self._tallying = True
-            tally.hold()  # released by `close`
+            tally.join()  # left by `close`
         if not burst and self.store.wakes_other_processes and self._listener is None:
             self._listener = wakeup.Listener(
                 self.using, on_work=self.doorbell.set, on_config=self.reload
@@ -254,7 +254,7 @@ class Runner:
         self.heartbeat.stop()
         if self._tallying:
             self._tallying = False
-            tally.release()
+            tally.leave()
         forget_runner(self.presence.name)
         wakeup.doorbell.unsubscribe(self.doorbell)
         self.ticker.stop()

@@ -6,7 +6,7 @@ An attempt holds a slot from the pass that claims it until its row is settled
 settle), so `max_concurrent` bounds claimed-and-unsettled rows, not threads.
 Each event in an attempt's life is one verb here, called by whoever sees it:
 the producer `started` a pass's attempts, the completer says an attempt
-`finished` (which rings the loop) and when rows are `settled` (which frees
+`stopped` running (which rings the loop) and when rows are `settled` (which frees
 their slots), and the loop `gather`s before a pass and `stop_gathering`s when
 it stops waiting.
 """
@@ -85,7 +85,7 @@ class Slots:
             self._in_flight.update(dict.fromkeys(attempts))
             self._gathering = _Gathering(attempts) if attempts else None
 
-    def finished(self, attempt: Attempt) -> None:
+    def stopped(self, attempt: Attempt) -> None:
         """`attempt` stopped running: ring the doorbell, unless a gathering waits
         for others of its pass (see `_Gathering`)."""
         with self._lock:

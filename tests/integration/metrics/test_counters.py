@@ -198,10 +198,10 @@ def test_notes_wait_for_the_tally_s_flush_while_a_runner_holds_it(monkeypatch):
     tally = Tally()
     job = Job(kind="metrics.held", queue="q", run_at=T0, created_at=T0, started_at=T0)
     before = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
-    tally.hold()
+    tally.join()
     tally.finished([job, job], "done", T0 + timedelta(seconds=1))
     held = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
-    tally.release()
+    tally.leave()
     after = sample("jobs_attempts_finished_total", kind="metrics.held", queue="q", outcome="done")
     assert (held - before, after - before) == (0, 2)
 

@@ -207,7 +207,7 @@ class QueueMachine(RuleBasedStateMachine):
         attempt's result was already settled (a timeout, then a late result)."""
         job = held.attempt.job
         before = self.row(job.id)
-        taken_already = held.attempt.finished
+        taken_already = held.attempt.taken
         owner = not taken_already and owns(before, job)
         with committed():
             hand_over(self.lanes[held.runner].completer)
