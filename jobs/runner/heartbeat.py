@@ -75,8 +75,6 @@ class Heartbeat:
         self.settings = settings
         self.limited = limited
         self.database_clock = clock if isinstance(clock, DatabaseClock) else None
-        #: When the last renewal ran (the runner's time), None before the first.
-        self.renewed_at: datetime | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -166,7 +164,6 @@ class Heartbeat:
             renewal = self._renewal([attempt.job for attempt in held], until)
             if renewal is not None:
                 self._apply(held, renewal, until)
-                self.renewed_at = now
         finally:
             for attempt in held:
                 attempt.unlock()

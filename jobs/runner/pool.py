@@ -62,12 +62,11 @@ def forget_queries() -> None:
 
     Django logs every query while DEBUG is on and clears the log when a
     request starts; a runner's loop and its workers never start one, so each
-    connection kept its last 9,000 queries: a 100,000-job drain grew a runner
-    by ~22 MB. The loop calls this each pass and a worker after each attempt,
-    so a log holds at most about a hundred passes' or attempts' queries.
-    Not on every call: finding this thread's connections costs ~20,000
-    instructions (Django keeps them in an asgiref `Local`), which every
-    no-op job paid under DEBUG. A log someone is reading
+    connection kept its last 9,000 queries and a long drain grew the runner.
+    The loop calls this each pass and a worker after each attempt, so a log
+    holds at most about a hundred passes' or attempts' queries. Not on every
+    call: finding this thread's connections (an asgiref `Local`) costs more
+    than a no-op job (README, "Costs behind the hot path"). A log someone is reading
     (`CaptureQueriesContext` forces the debug cursor) is left alone.
     """
     if not settings.DEBUG:

@@ -60,10 +60,6 @@ class Listed:
     zone: str
     live_job: Job | None
 
-    @property
-    def next_fire(self) -> datetime | None:
-        return self.row.due_at
-
 
 #: The zone `describe` gives an interval (it fires on the UTC grid, in no zone)
 #: and a row whose definition cannot be read.

@@ -57,8 +57,7 @@ def hot_cursor(
     `quiet` keeps a runner's own statements out of DEBUG's query log (a
     `CaptureQueriesContext` still sees them): a runner started under
     Django's default `DEBUG = True` logged each pass's statement, text,
-    timing and all, which cost a no-op job a tenth of its instructions, for
-    a log nobody reads outside a request.
+    timing and all, for a log nobody reads outside a request.
 
     With `claimed_rows`, for a claim's result, its dates load through
     `_TIMESTAMPTZ_LOADER` (see `fetch` for the values that do not load).

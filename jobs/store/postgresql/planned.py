@@ -9,8 +9,8 @@ EXECUTE name(values)`), the two run in one implicit transaction, the second
 planned after the first has run, and the settings end with it. The values
 are written into the text as literals, here: the extended protocol binds
 them server-side, but takes one statement per round trip unless it is
-pipelined, and psycopg's pipeline cost a claim ~190,000 instructions more
-(~336,000 before, counted by callgrind); this, ~10,000. The values are few
+pipelined, and psycopg's pipeline cost a claim far more Python than writing
+the literals (README, "Costs behind the hot path"). The values are few
 and plain (the store writes its arrays as literals already:
 `driver.array_literal`).
 

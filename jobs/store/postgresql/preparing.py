@@ -108,7 +108,7 @@ def reached_directly(connection: BaseDatabaseWrapper) -> bool:
 
 def _setting() -> bool | None:
     """`settings.JOBS_PREPARED_STATEMENTS`, read once: Django's settings answer
-    a name they do not hold by raising inside, ~4 µs, which every pass paid."""
+    a name they do not hold by raising inside, which every pass paid."""
     if _wanted:
         return _wanted[0]
     value = getattr(settings, "JOBS_PREPARED_STATEMENTS", None)

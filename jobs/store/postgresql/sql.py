@@ -22,7 +22,7 @@ from jobs.store.rows import CLAIM_COLUMNS
 #: `plan_cache_mode`: plan each prepared statement once, for every execution.
 #: Left to choose, PostgreSQL planned the pass afresh each time (the plan for
 #: its arrays of ids looked cheaper with their values known), and planning
-#: was ~20% of a pass of 8. (Unprepared, the pass is planned at each
+#: was a fifth of a pass. (Unprepared, the pass is planned at each
 #: execution whatever this says.)
 #:
 #: `enable_seqscan`, `enable_bitmapscan`, `enable_sort` off: the claim must
@@ -31,10 +31,10 @@ from jobs.store.rows import CLAIM_COLUMNS
 #: statistics it did not whenever they said the table was small (never
 #: analyzed, analyzed while empty, all dead rows after a drain and a sweep):
 #: a scan of the table and a sort looked cheapest, and that plan, made once,
-#: stayed while a burst of 20,000 rows drained at ~800 jobs/s instead of
-#: ~4,000. Off, such a path costs 10^10 more; the index scan of a priority's
-#: range is the only way to its ready rows in claim order without a sort, so it
-#: wins whatever the statistics say (tests/integration/store/
+#: stayed while a burst drained at a fifth of its speed. Off, such a path
+#: costs 10^10 more; the index scan of a priority's range is the only way to
+#: its ready rows in claim order without a sort, so it wins whatever the
+#: statistics say (tests/integration/store/
 #: test_claim_plans_postgresql.py). No query shape could do this: to a
 #: planner that believes the table empty, every shape's scan costs nothing.
 #:
