@@ -198,7 +198,7 @@ DECLARED: tuple[Key, ...] = (
 #: Each key's declaration by name.
 DECLARATION: dict[str, Key] = {key.name: key for key in DECLARED}
 
-KEYS = tuple(DECLARATION)
+KEYS: tuple[str, ...] = tuple(key.name for key in DECLARED)
 
 #: Inclusive bounds per key (from its declaration).
 BOUNDS: dict[str, tuple[int, int]] = {key.name: (key.low, key.high) for key in DECLARED}

@@ -5,6 +5,7 @@ fields, the admin's sections and the README's table."""
 from __future__ import annotations
 
 import dataclasses
+import runpy
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from jobs import config
 from jobs.config import DECLARED, JobsSettings
 from jobs.models import JobsConfig
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 
 
 def readme_config_table() -> str:
@@ -92,3 +94,10 @@ def test_each_config_row_field_takes_its_default_bounds_and_help_from_its_declar
 def test_the_admin_sections_hold_every_declared_key_once_in_declared_order():
     names = [name for _, section in config.sections() for name in section]
     assert names == list(config.KEYS)
+
+
+def test_the_projects_settings_read_a_jobs_variable_for_every_declared_key(monkeypatch):
+    for key in DECLARED:
+        monkeypatch.setenv(f"JOBS_{key.name.upper()}", str(key.default + 1))
+    project = runpy.run_path(str(ROOT / "acmeproxy" / "settings.py"))
+    assert project["JOBS"] == {key.name: key.default + 1 for key in DECLARED}
