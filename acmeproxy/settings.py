@@ -14,6 +14,8 @@ from pathlib import Path
 
 import environ
 
+from jobs import config as jobs_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env(
@@ -115,21 +117,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 
-# The queue's nine keys; any left out take the defaults in jobs.config. Each
-# may come from a JOBS_<KEY> variable, e.g. JOBS_MAX_CONCURRENT=16.
+# The queue's keys (declared in jobs.config); any left out take their declared
+# defaults. Each may come from a JOBS_<KEY> variable, e.g. JOBS_MAX_CONCURRENT=16.
 JOBS = {
     name: env.int(f"JOBS_{name.upper()}")
-    for name in (
-        "poll_interval_ms",
-        "max_concurrent",
-        "max_attempts",
-        "retry_base_seconds",
-        "retry_max_seconds",
-        "lease_seconds",
-        "retention_days",
-        "heartbeat_seconds",
-        "hard_kill_after",
-    )
+    for name in jobs_config.KEYS
     if f"JOBS_{name.upper()}" in os.environ
 }
 

@@ -1,5 +1,6 @@
-"""The queue's nine keys (the seed's seven, two for failover): their defaults,
-their bounds, and `settings.JOBS` as their source.
+"""The queue's nine keys (the seed's seven, two for failover), each declared
+once (`DECLARED`: default, bounds, grain, help, admin section), and
+`settings.JOBS` as their source.
 
 Pure: nothing here reads the database, so every module may import it (the
 models take their fields' defaults and validators from it). Reading and
@@ -36,54 +37,190 @@ from django.dispatch import receiver
 
 
 @dataclass(frozen=True)
+class Key:
+    """One key of the live config, declared once.
+
+    Everything else about a key is derived from this: `JobsSettings`'
+    default, the bounds `problems()` checks, the `JobsConfig` field (default,
+    validators, help text), the admin section it is edited in, and the
+    README's table (`readme_table()`, which a test holds the README to).
+    """
+
+    name: str
+    default: int
+    #: Inclusive bounds. The upper one is sanity, not policy: past it a value
+    #: is almost certainly a typo (milliseconds typed as seconds).
+    low: int
+    high: int
+    #: The admin fieldset it is edited in.
+    section: str
+    #: What it sets, in a few words, for the README's table.
+    sets: str
+    #: When a saved change reaches the runners: the key's grain.
+    reaches: str
+    #: The admin form's help text; the migrations hold the same words.
+    help: str
+
+
+#: The queue's keys, in the order the admin and the README show them. The
+#: comment above each says why its default is what it is.
+DECLARED: tuple[Key, ...] = (
+    # Milliseconds, so a test can go below a second. Takes effect at once:
+    # lowering it is what an operator does because something is waiting now.
+    Key(
+        name="poll_interval_ms",
+        default=1_000,
+        low=1,
+        high=3_600_000,  # an hour
+        section="Runner",
+        sets="how long an idle runner waits for work nobody woke it for",
+        reaches="at once, cutting short a wait at the old value",
+        help="Milliseconds an idle runner waits before looking for scheduled work (retries "
+        "coming due, periodic jobs). Takes effect at once, cutting short a wait in progress.",
+    ),
+    # Eight keeps a restart after an upstream outage from becoming thousands
+    # of concurrent callers against one service, and still drains a backlog
+    # steadily. Lowering it cancels nothing in flight to reach a number.
+    Key(
+        name="max_concurrent",
+        default=8,
+        low=1,
+        high=1_000,
+        section="Runner",
+        sets="attempts running at once per runner",
+        reaches="at once when raised; when lowered, nothing is cancelled and new claims wait "
+        "until running attempts finish",
+        help="Attempts one runner runs at once. Raising it widens the pool at once; lowering it "
+        "only stops new claims until enough running attempts finish (nothing is cancelled).",
+    ),
+    # Counted at claim, so a job that kills its process still spends one.
+    # With the 30 s base, five attempts span about seven and a half minutes:
+    # long enough to outlast a blip, short enough not to keep doomed work
+    # alive. Frozen at enqueue: reaching the backlog would silently extend
+    # work an operator had already given up on.
+    Key(
+        name="max_attempts",
+        default=5,
+        low=1,
+        high=1_000,
+        section="Attempts and retries",
+        sets="attempts before a job is retired",
+        reaches="jobs queued from then on, from every process (frozen at enqueue), "
+        "never the backlog",
+        help="Attempts a job gets before it is retired. Frozen onto each job when it is queued: "
+        "a change reaches jobs queued from now on, never those already waiting.",
+    ),
+    # Longer than a round trip, so a retry is not the same failure again.
+    Key(
+        name="retry_base_seconds",
+        default=30,
+        low=0,
+        high=86_400,  # a day
+        section="Attempts and retries",
+        sets="the first retry delay, doubling after",
+        reaches="the next claim; a running attempt keeps what it was claimed under",
+        help="Seconds before the first retry; each later retry waits twice as long. Reaches the "
+        "next claim; a running attempt keeps the backoff it was claimed under.",
+    ),
+    # An hour keeps a day-long outage from scheduling the next attempt days out.
+    Key(
+        name="retry_max_seconds",
+        default=3_600,
+        low=0,
+        high=2_592_000,  # 30 days
+        section="Attempts and retries",
+        sets="the ceiling of that doubling",
+        reaches="the next claim",
+        help="The longest wait between retries (the ceiling of the doubling). Reaches the next "
+        "claim; a running attempt keeps the backoff it was claimed under.",
+    ),
+    # An attempt already running keeps the budget it was claimed under:
+    # moving it mid-flight is how a working job gets reclaimed as crashed.
+    Key(
+        name="lease_seconds",
+        default=300,
+        low=1,
+        high=86_400,  # a day
+        section="Attempts and retries",
+        sets="one attempt's default budget, and how long a claim is held",
+        reaches="the next claim; a running attempt keeps its lease",
+        help="Default time budget of one attempt, and how long a claim is held before another "
+        "runner may take the job. Reaches the next claim; a running attempt keeps its lease.",
+    ),
+    # A week outlives a weekend, the span that matters for reading why work failed.
+    Key(
+        name="retention_days",
+        default=7,
+        low=0,
+        high=3_650,  # ten years
+        section="Retention",
+        sets="how long settled rows are kept; 0 keeps all and stops the sweep",
+        reaches="the sweep's next run; back above 0 schedules it again at once",
+        help="Days settled jobs are kept before the sweep deletes them. 0 keeps everything and "
+        "stops the sweep; setting it back above 0 schedules the sweep again. Reaches the "
+        "sweep's next pass.",
+    ),
+    # A runner that dies has its rows taken by another within about three of
+    # these, while a live runner's long attempt is never taken (its budget is
+    # still enforced in-process).
+    Key(
+        name="heartbeat_seconds",
+        default=10,
+        low=0,
+        high=3_600,  # an hour
+        section="Failover",
+        sets="how often a runner renews its running attempts' leases; a claim's lease is three "
+        "of these (0: the lease is the whole budget, never renewed)",
+        reaches="the next claim and the next renewal",
+        help="Seconds between a runner's renewals of its running attempts' leases; a claim's "
+        "lease is three of these, so a dead runner's jobs are taken by another within "
+        "about three times this. 0 holds each claim for the attempt's whole budget instead. "
+        "Reaches the next claim.",
+    ),
+    # A synchronous attempt past its budget is settled as timed out, but its
+    # thread cannot be stopped: exiting is how a hung handler keeps no thread
+    # or connection for ever.
+    Key(
+        name="hard_kill_after",
+        default=60,
+        low=0,
+        high=86_400,  # a day
+        section="Failover",
+        sets="seconds an attempt may run past its budget before its process stops claiming, "
+        "hands back its other attempts and exits (0: never)",
+        reaches="the next claim",
+        help="Seconds an attempt may run past its budget (a handler that cannot be "
+        "interrupted) before its runner process stops claiming, hands back its other "
+        "attempts and exits, to be restarted. 0 never. Reaches the next claim.",
+    ),
+)
+
+#: Each key's declaration by name.
+DECLARATION: dict[str, Key] = {key.name: key for key in DECLARED}
+
+KEYS: tuple[str, ...] = tuple(key.name for key in DECLARED)
+
+#: Inclusive bounds per key (from its declaration).
+BOUNDS: dict[str, tuple[int, int]] = {key.name: (key.low, key.high) for key in DECLARED}
+
+
+def _default(name: str) -> int:
+    return DECLARATION[name].default
+
+
+@dataclass(frozen=True)
 class JobsSettings:
-    #: How often an idle runner looks for work nobody woke it for: backoffs
-    #: coming due, periodic jobs. Milliseconds, so a test can go below a second.
-    #: Takes effect at once, cutting short a sleep at the old value: lowering
-    #: it is what an operator does because something is waiting now.
-    poll_interval_ms: int = 1_000
-    #: How many attempts run at once in one runner. Eight keeps a restart after
-    #: an upstream outage from becoming thousands of concurrent callers against
-    #: one service, and still drains a backlog steadily. Raising it widens the
-    #: next claim at once; lowering it only stops claiming until enough running
-    #: attempts finish, since nothing in flight is cancelled to reach a number.
-    max_concurrent: int = 8
-    #: Attempts before a job is retired. Counted at claim, so a job that kills
-    #: its process still spends one. With the 30 s base, five attempts span
-    #: about seven and a half minutes: long enough to outlast a blip, short
-    #: enough not to keep doomed work alive. Frozen onto each row at enqueue:
-    #: a change reaches work queued from then on, never the backlog, which
-    #: would silently extend work an operator had already given up on.
-    max_attempts: int = 5
-    #: The first retry delay; each later one doubles. Longer than a round trip,
-    #: so a retry is not the same failure again. Reaches the next claim.
-    retry_base_seconds: int = 30
-    #: The ceiling of that doubling: an hour keeps a day-long outage from
-    #: scheduling the next attempt days out. Reaches the next claim.
-    retry_max_seconds: int = 3_600
-    #: The default budget of one attempt, and so how long a claim is held
-    #: before another runner may take the row. Reaches the next claim: an
-    #: attempt already running keeps the lease it was claimed under, since
-    #: moving it mid-flight is how a working job gets reclaimed as crashed.
-    lease_seconds: int = 300
-    #: Settled rows older than this many days are deleted by the sweep. A week
-    #: outlives a weekend, the span that matters for reading why work failed.
-    #: 0 keeps everything and stops the sweep being scheduled; setting it back
-    #: above 0 schedules it again. Reaches the sweep's next pass.
-    retention_days: int = 7
-    #: How often a runner renews the leases of its running attempts; the lease
-    #: written at claim is three of these, so a runner that dies has its rows
-    #: taken by another within about three times this, while a live runner's long
-    #: attempt is never taken (its budget is still enforced in-process). 0
-    #: writes the whole budget as the lease, renewing nothing. Reaches the
-    #: next claim and the next renewal.
-    heartbeat_seconds: int = 10
-    #: A synchronous attempt still running this long past its budget (settled
-    #: as timed out, but its thread cannot be stopped) makes its process stop
-    #: claiming, finish or hand back its other attempts, and exit, so that a
-    #: hung handler keeps no thread or connection for ever. 0 never does.
-    #: Reaches the next claim.
-    hard_kill_after: int = 60
+    """The keys' values, as a runner uses them; each default is its key's declared one."""
+
+    poll_interval_ms: int = _default("poll_interval_ms")
+    max_concurrent: int = _default("max_concurrent")
+    max_attempts: int = _default("max_attempts")
+    retry_base_seconds: int = _default("retry_base_seconds")
+    retry_max_seconds: int = _default("retry_max_seconds")
+    lease_seconds: int = _default("lease_seconds")
+    retention_days: int = _default("retention_days")
+    heartbeat_seconds: int = _default("heartbeat_seconds")
+    hard_kill_after: int = _default("hard_kill_after")
 
     @property
     def poll_interval(self) -> timedelta:
@@ -101,13 +238,12 @@ class JobsSettings:
     def problems(self) -> list[str]:
         """Every reason these values cannot be used; empty when they can."""
         found = []
-        for name in KEYS:
-            value = getattr(self, name)
-            low, high = BOUNDS[name]
+        for key in DECLARED:
+            value = getattr(self, key.name)
             if isinstance(value, bool) or not isinstance(value, int):
-                found.append(f"{name} must be an integer, got {value!r}")
-            elif not low <= value <= high:
-                found.append(f"{name} must be between {low} and {high}, got {value}")
+                found.append(f"{key.name} must be an integer, got {value!r}")
+            elif not key.low <= value <= key.high:
+                found.append(f"{key.name} must be between {key.low} and {key.high}, got {value}")
         if not found and self.retry_base_seconds > self.retry_max_seconds:
             found.append(
                 f"retry_base_seconds ({self.retry_base_seconds}) must not exceed "
@@ -116,23 +252,33 @@ class JobsSettings:
         return found
 
 
-KEYS = tuple(item.name for item in dataclasses.fields(JobsSettings))
+# The attributes above are typed names for the declared keys, no more: a key
+# declared without one, or one without a declaration, fails at import.
+if tuple(item.name for item in dataclasses.fields(JobsSettings)) != KEYS:
+    raise ImproperlyConfigured("JobsSettings' fields must be the declared keys, in order")
 
 DEFAULTS = JobsSettings()
 
-#: Inclusive bounds per key. The upper bounds are sanity, not policy: past
-#: them a value is almost certainly a typo (milliseconds typed as seconds).
-BOUNDS: dict[str, tuple[int, int]] = {
-    "poll_interval_ms": (1, 3_600_000),  # up to an hour
-    "max_concurrent": (1, 1_000),
-    "max_attempts": (1, 1_000),
-    "retry_base_seconds": (0, 86_400),  # up to a day
-    "retry_max_seconds": (0, 2_592_000),  # up to 30 days
-    "lease_seconds": (1, 86_400),  # up to a day
-    "retention_days": (0, 3_650),  # up to ten years
-    "heartbeat_seconds": (0, 3_600),  # up to an hour
-    "hard_kill_after": (0, 86_400),  # up to a day
-}
+
+def sections() -> list[tuple[str, tuple[str, ...]]]:
+    """The admin's fieldsets: each section with its keys, in declared order."""
+    grouped: dict[str, list[str]] = {}
+    for key in DECLARED:
+        grouped.setdefault(key.section, []).append(key.name)
+    return [(title, tuple(names)) for title, names in grouped.items()]
+
+
+def readme_table() -> str:
+    """The README's table of the keys, as markdown (a test holds the README to it)."""
+    lines = [
+        "| key | default | bounds | what it sets | a change reaches |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{key.name}` | {key.default} | {key.low} to {key.high} | {key.sets} | {key.reaches} |"
+        for key in DECLARED
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def from_mapping(values: dict[str, Any]) -> JobsSettings:

@@ -250,12 +250,13 @@ class Job(models.Model):
         return history.total(self.errors)
 
 
-def _config_field(name: str, help_text: str) -> models.PositiveIntegerField[Any, Any]:
-    low, high = config.BOUNDS[name]
+def _config_field(name: str) -> models.PositiveIntegerField[Any, Any]:
+    """The field of a declared key (`jobs.config.DECLARED`): its default, bounds and help."""
+    key = config.DECLARATION[name]
     return models.PositiveIntegerField(
-        default=getattr(config.DEFAULTS, name),
-        validators=[MinValueValidator(low), MaxValueValidator(high)],
-        help_text=help_text,
+        default=key.default,
+        validators=[MinValueValidator(key.low), MaxValueValidator(key.high)],
+        help_text=key.help,
     )
 
 
@@ -263,61 +264,22 @@ class JobsConfig(models.Model):
     """The queue's live config: one row, edited in the admin, read by every runner.
 
     Created on first use from `settings.JOBS` / `JOBS_*` variables over the
-    seed's defaults; from then on this row is the truth. See `jobs.config` for
-    why each default is what it is, and `jobs.live_config` for how it is read.
+    seed's defaults; from then on this row is the truth. Each field is a key
+    declared in `jobs.config` (which says why each default is what it is);
+    `jobs.live_config` says how the row is read.
     """
 
     SINGLETON_ID = 1
 
-    poll_interval_ms = _config_field(
-        "poll_interval_ms",
-        "Milliseconds an idle runner waits before looking for scheduled work (retries "
-        "coming due, periodic jobs). Takes effect at once, cutting short a wait in progress.",
-    )
-    max_concurrent = _config_field(
-        "max_concurrent",
-        "Attempts one runner runs at once. Raising it widens the pool at once; lowering it "
-        "only stops new claims until enough running attempts finish (nothing is cancelled).",
-    )
-    max_attempts = _config_field(
-        "max_attempts",
-        "Attempts a job gets before it is retired. Frozen onto each job when it is queued: "
-        "a change reaches jobs queued from now on, never those already waiting.",
-    )
-    retry_base_seconds = _config_field(
-        "retry_base_seconds",
-        "Seconds before the first retry; each later retry waits twice as long. Reaches the "
-        "next claim; a running attempt keeps the backoff it was claimed under.",
-    )
-    retry_max_seconds = _config_field(
-        "retry_max_seconds",
-        "The longest wait between retries (the ceiling of the doubling). Reaches the next "
-        "claim; a running attempt keeps the backoff it was claimed under.",
-    )
-    lease_seconds = _config_field(
-        "lease_seconds",
-        "Default time budget of one attempt, and how long a claim is held before another "
-        "runner may take the job. Reaches the next claim; a running attempt keeps its lease.",
-    )
-    retention_days = _config_field(
-        "retention_days",
-        "Days settled jobs are kept before the sweep deletes them. 0 keeps everything and "
-        "stops the sweep; setting it back above 0 schedules the sweep again. Reaches the "
-        "sweep's next pass.",
-    )
-    heartbeat_seconds = _config_field(
-        "heartbeat_seconds",
-        "Seconds between a runner's renewals of its running attempts' leases; a claim's "
-        "lease is three of these, so a dead runner's jobs are taken by another within "
-        "about three times this. 0 holds each claim for the attempt's whole budget instead. "
-        "Reaches the next claim.",
-    )
-    hard_kill_after = _config_field(
-        "hard_kill_after",
-        "Seconds an attempt may run past its budget (a handler that cannot be "
-        "interrupted) before its runner process stops claiming, hands back its other "
-        "attempts and exits, to be restarted. 0 never. Reaches the next claim.",
-    )
+    poll_interval_ms = _config_field("poll_interval_ms")
+    max_concurrent = _config_field("max_concurrent")
+    max_attempts = _config_field("max_attempts")
+    retry_base_seconds = _config_field("retry_base_seconds")
+    retry_max_seconds = _config_field("retry_max_seconds")
+    lease_seconds = _config_field("lease_seconds")
+    retention_days = _config_field("retention_days")
+    heartbeat_seconds = _config_field("heartbeat_seconds")
+    hard_kill_after = _config_field("hard_kill_after")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

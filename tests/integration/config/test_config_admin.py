@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from jobs.config import DEFAULTS, KEYS
+from jobs.config import DECLARED, DEFAULTS, KEYS
 from jobs.models import JobsConfig
 
 pytestmark = pytest.mark.django_db
@@ -47,6 +49,32 @@ def test_each_field_says_what_it_bounds_and_when_a_change_takes_effect(admin_cli
     page = admin_client.get(change_url()).content.decode()
     for phrase in ("at once", "queued from now on", "next claim", "sweep"):
         assert phrase in page, f"the form's help text explains the grain: {phrase!r}"
+
+
+def test_the_form_edits_exactly_the_declared_keys_in_declared_order(admin_client):
+    """A key left off the form would be ignored when posted: Django drops unknown fields."""
+    form_fields = admin_client.get(change_url()).context["adminform"].form.fields
+    assert list(form_fields) == list(KEYS)
+
+
+def test_a_change_to_every_key_at_once_is_saved(admin_client):
+    changed = {key.name: key.default + 1 for key in DECLARED}
+    response = admin_client.post(change_url(), changed)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    row = JobsConfig.load()
+    assert {name: getattr(row, name) for name in KEYS} == changed
+
+
+@pytest.mark.parametrize("key", DECLARED, ids=lambda key: key.name)
+def test_each_declared_key_is_editable_in_the_admin_with_its_help(admin_client, key):
+    page = admin_client.get(change_url()).content.decode()
+    assert f'name="{key.name}"' in page, "the form has an input for the key"
+    assert key.help in page, "and shows its declared help"
+    response = admin_client.post(change_url(), form(**{key.name: key.default + 1}))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert JobsConfig.load().as_settings() == dataclasses.replace(
+        DEFAULTS, **{key.name: key.default + 1}
+    ), "the change to this key, and only it, is saved"
 
 
 def test_a_valid_change_is_saved(admin_client):
