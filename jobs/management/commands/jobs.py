@@ -15,8 +15,13 @@ from django.core.management.base import (
 )
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError
 
-from jobs import cli, cli_arguments, cli_controls, cli_schedules, cli_show, cli_stats, log
-from jobs.cli_text import terminal_safe
+from jobs import cli, log
+from jobs.cli import arguments as cli_arguments
+from jobs.cli import controls as cli_controls
+from jobs.cli import schedules as cli_schedules
+from jobs.cli import show as cli_show
+from jobs.cli import stats as cli_stats
+from jobs.cli.text import terminal_safe
 from jobs.drivers import missing_driver
 
 EXIT_STATUS = """\

@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from jobs import cli, operations
-from jobs.cli_text import Write, table
+from jobs.cli.text import Write, table
 from jobs.presentation import NOTHING, relative
 from jobs.schedules import operator
 from jobs.schedules.operator import Listed, NoSuchSchedule

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from django.db import DEFAULT_DB_ALIAS
 
 from jobs import cli
-from jobs.cli_text import Write, table
+from jobs.cli.text import Write, table
 from jobs.holding import LEASE_EXPIRED, RUNNER_GONE
 from jobs.models import LIVE_STATES, State
 from jobs.presentation import duration, relative

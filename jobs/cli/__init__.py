@@ -2,12 +2,12 @@
 is not at hand (an incident over SSH, a script, a cron check).
 
 The command module only parses arguments. The argument types
-(`jobs.cli_arguments`) turn text into values or refuse it with a sentence
+(`jobs.cli.arguments`) turn text into values or refuse it with a sentence
 (argparse then exits 2, or raises `CommandError` under `call_command`); each
 verb takes parsed values and a `write` callable and returns the exit status,
 so tests can call it without the command; `show` is rendered in
-`jobs.cli_show` and `stats` in `jobs.cli_stats`. A line a verb writes stays
-one line however many newlines a field held (`jobs.cli_text.terminal_safe`).
+`jobs.cli.show` and `stats` in `jobs.cli.stats`. A line a verb writes stays
+one line however many newlines a field held (`jobs.cli.text.terminal_safe`).
 Changes go through the same doors as the admin (`jobs.operations`,
 `jobs.queue.enqueue`, `jobs.stats.collect`), so the command holds no rules
 about identity, attempts or fencing of its own; and it says things in the
@@ -32,7 +32,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from jobs import job_ids, operations
-from jobs.cli_text import Write, error_line, table, terminal_safe
+from jobs.cli.text import Write, error_line, table, terminal_safe
 from jobs.holding import RUNNER_GONE, Holders
 from jobs.job_ids import IdPrefix
 from jobs.models import LIVE_STATES, Job, State

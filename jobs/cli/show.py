@@ -25,7 +25,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from jobs import cli
-from jobs.cli_text import Write, terminal_safe
+from jobs.cli.text import Write, terminal_safe
 from jobs.history import Entry
 from jobs.holding import Holders
 from jobs.job_ids import IdPrefix

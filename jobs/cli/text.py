@@ -1,8 +1,8 @@
 """Text for the operator's terminal: every field on one line, shown rather than obeyed,
 and rows in aligned columns.
 
-Shared by every verb of `manage.py jobs` (`jobs.cli`, `jobs.cli_show`,
-`jobs.cli_stats`), so that what a row holds is escaped in one place, and a
+Shared by every verb of `manage.py jobs` (`jobs.cli`, `jobs.cli.show`,
+`jobs.cli.stats`), so that what a row holds is escaped in one place, and a
 fix to it reaches every screen. Pure functions: no database, no clock.
 """
 
