@@ -15,15 +15,15 @@ from jobs.cli.text import Write
 from jobs.cli.verb import ID_HELP, Options, Verbs
 from jobs.job_ids import IdPrefix
 
+#: cancel's help, as `--help` shows it.
+HELP = (
+    "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
+    "Exits 1 if any job was skipped."
+)
+
 
 def add_parser(verbs: Verbs) -> None:
-    cancel = verb.add(
-        verbs,
-        "cancel",
-        "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
-        "Exits 1 if any job was skipped.",
-        handle,
-    )
+    cancel = verb.add(verbs, "cancel", HELP, handle)
     cancel.add_argument("ids", type=arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
     verb.by_argument(cancel, "Who cancelled, kept in last_error")
 

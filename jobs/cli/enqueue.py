@@ -18,15 +18,13 @@ from jobs.queue import enqueue
 from jobs.registry import registry
 from jobs.spec import InvalidJobSpec, JobSpec
 
+#: enqueue's help, as `--help` shows it.
+HELP = "Queue a job. Exits 1, writing nothing, if a live job already holds KIND:KEY."
+
 
 def add_parser(verbs: Verbs) -> None:
     """`enqueue`'s kind and key, and what a `JobSpec` may add to them."""
-    parser = verb.add(
-        verbs,
-        "enqueue",
-        "Queue a job. Exits 1, writing nothing, if a live job already holds KIND:KEY.",
-        handle,
-    )
+    parser = verb.add(verbs, "enqueue", HELP, handle)
     low, high = arguments.DELAY_RANGE
     parser.add_argument("kind", metavar="KIND")
     parser.add_argument("key", metavar="KEY")

@@ -8,16 +8,16 @@ from jobs.cli import arguments, verb
 from jobs.cli.text import Write
 from jobs.cli.verb import OK, Options, Verbs
 
+#: limit's help, as `--help` shows it.
+HELP = (
+    "Set a kind's concurrency limit across every runner, in place of its handler's "
+    "(0 holds its jobs), from each runner's next claim; --clear gives it back."
+)
+
 
 def add_parser(verbs: Verbs) -> None:
     """`limit`'s kind, and either N or `--clear`."""
-    parser = verb.add(
-        verbs,
-        "limit",
-        "Set a kind's concurrency limit across every runner, in place of its handler's "
-        "(0 holds its jobs), from each runner's next claim; --clear gives it back.",
-        handle,
-    )
+    parser = verb.add(verbs, "limit", HELP, handle)
     parser.add_argument("--kind", type=arguments.kind, required=True, help="A kind.")
     value = parser.add_mutually_exclusive_group(required=True)
     value.add_argument(

@@ -21,9 +21,13 @@ DEFAULT_LIMIT = 50
 STATES = [state.value for state in State]
 
 
+#: list's help, as `--help` shows it.
+HELP = "List jobs, newest first, one line each."
+
+
 def add_parser(verbs: Verbs) -> None:
     """`list`'s filters, the admin list's, and its limit."""
-    listing = verb.add(verbs, "list", "List jobs, newest first, one line each.", handle)
+    listing = verb.add(verbs, "list", HELP, handle)
     listing.add_argument(
         "--state",
         action="append",

@@ -15,15 +15,15 @@ from jobs.cli.text import Write
 from jobs.cli.verb import ID_HELP, Options, Verbs
 from jobs.job_ids import IdPrefix
 
+#: retry's help, as `--help` shows it.
+HELP = (
+    "Queue failed or cancelled jobs again, due now, with a fresh attempt budget. "
+    "Exits 1 if any job was skipped."
+)
+
 
 def add_parser(verbs: Verbs) -> None:
-    retry = verb.add(
-        verbs,
-        "retry",
-        "Queue failed or cancelled jobs again, due now, with a fresh attempt budget. "
-        "Exits 1 if any job was skipped.",
-        handle,
-    )
+    retry = verb.add(verbs, "retry", HELP, handle)
     retry.add_argument("ids", type=arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
 
 

@@ -19,15 +19,14 @@ from jobs.job_ids import IdPrefix
 from jobs.schedules import operator
 from jobs.schedules.operator import NoSuchSchedule
 
+#: run-now's help, as `--help` shows it.
+HELP = (
+    "Make queued jobs due now, or a schedule's queued occurrence. Exits 1 if any job was skipped."
+)
+
 
 def add_parser(verbs: Verbs) -> None:
-    run_now = verb.add(
-        verbs,
-        "run-now",
-        "Make queued jobs due now, or a schedule's queued occurrence. "
-        "Exits 1 if any job was skipped.",
-        handle,
-    )
+    run_now = verb.add(verbs, "run-now", HELP, handle)
     which = run_now.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "ids", type=arguments.job_id, nargs="*", default=[], metavar="ID", help=ID_HELP

@@ -28,16 +28,16 @@ from jobs.presentation import NOTHING, relative
 from jobs.schedules import operator
 from jobs.schedules.operator import Listed, NoSuchSchedule
 
+#: schedules's help, as `--help` shows it.
+HELP = (
+    "List the schedules: expression, in words, zone, next and last fire, "
+    "enabled, live occurrence; or disable or enable one."
+)
+
 
 def add_parser(verbs: Verbs) -> None:
     """`schedules` lists (`--json` for scripts); `schedules disable|enable NAME` switches one."""
-    schedules = verb.add(
-        verbs,
-        "schedules",
-        "List the schedules: expression, in words, zone, next and last fire, "
-        "enabled, live occurrence; or disable or enable one.",
-        handle_listing,
-    )
+    schedules = verb.add(verbs, "schedules", HELP, handle_listing)
     schedules.add_argument(
         "--json", action="store_true", help="Print the schedules as JSON, for scripts."
     )

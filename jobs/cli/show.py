@@ -39,15 +39,16 @@ from jobs.registry import registry
 NONE = "-"
 
 
+#: show's help, as `--help` shows it.
+HELP = (
+    "Every field of one job, the payload as JSON, last_error in full, who holds it, "
+    "and its attempt history (newest first, tracebacks in full)."
+)
+
+
 def add_parser(verbs: Verbs) -> None:
     """`show`'s id, and JSON for scripts."""
-    show = verb.add(
-        verbs,
-        "show",
-        "Every field of one job, the payload as JSON, last_error in full, who holds it, "
-        "and its attempt history (newest first, tracebacks in full).",
-        handle,
-    )
+    show = verb.add(verbs, "show", HELP, handle)
     show.add_argument("id", type=arguments.job_id, metavar="ID", help=ID_HELP)
     show.add_argument(
         "--json",

@@ -23,15 +23,15 @@ from jobs.models import LIVE_STATES, State
 from jobs.presentation import duration, relative
 from jobs.stats import Stats, collect, kinds_without_runner
 
+#: stats's help, as `--help` shows it.
+HELP = (
+    "The dashboard's numbers: counts (running split into healthy and stuck), lag, "
+    "ready jobs no live runner handles, recent settles (per kind), runners."
+)
+
 
 def add_parser(verbs: Verbs) -> None:
-    stats = verb.add(
-        verbs,
-        "stats",
-        "The dashboard's numbers: counts (running split into healthy and stuck), lag, "
-        "ready jobs no live runner handles, recent settles (per kind), runners.",
-        handle,
-    )
+    stats = verb.add(verbs, "stats", HELP, handle)
     stats.add_argument(
         "--json", action="store_true", help="Print the numbers as JSON, for scripts."
     )
