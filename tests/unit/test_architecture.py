@@ -129,3 +129,99 @@ def test_the_generic_runner_path_never_imports_schedules_which_join_through_life
         for name in generic
     }
     assert {name: found for name, found in naming.items() if found} == {}
+
+
+CLI = PACKAGE / "cli"
+
+#: What `jobs.cli` never imports: SQL and its plumbing (`store`), the runner,
+#: and the steps `operations` takes for it (`retirement`, `wakeup`). The verbs
+#: change jobs through the admin's doors (`operations`, `controls`, `queue`,
+#: `schedules.operator`) and read them through `stats`, `holding` and the models.
+BEHIND_THE_DOORS = ("jobs.store", "jobs.runner", "jobs.retirement", "jobs.wakeup")
+
+
+def _cli_modules() -> dict[str, Path]:
+    return {name: path for name, path in _modules().items() if name.startswith("jobs.cli")}
+
+
+def _behind(target: str) -> bool:
+    return any(target == door or target.startswith(f"{door}.") for door in BEHIND_THE_DOORS)
+
+
+def _database_handles(path: Path) -> list[str]:
+    """The imports of `path` that take a connection or a transaction from Django."""
+    return [
+        ast.unparse(node)
+        for node in _runtime_nodes(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("django.db")
+        and {"connection", "connections", "transaction"} & {alias.name for alias in node.names}
+    ]
+
+
+def test_the_root_of_jobs_holds_no_cli_module_the_command_lives_in_the_jobs_cli_package():
+    assert (CLI / "__init__.py").is_file(), "jobs/cli/ is a package"
+    assert sorted(path.name for path in PACKAGE.glob("cli*.py")) == []
+
+
+def test_every_jobs_cli_module_that_declares_a_subcommand_is_listed_once_in_verbs():
+    declaring = {
+        path.stem
+        for path in CLI.glob("*.py")
+        if any(
+            isinstance(node, ast.FunctionDef) and node.name == "add_parser"
+            for node in ast.parse(path.read_text()).body
+        )
+    }
+    [listed] = [
+        node.value
+        for node in ast.parse((CLI / "__init__.py").read_text()).body
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "VERBS"
+    ]
+    assert isinstance(listed, ast.Tuple)
+    names = [ast.unparse(element) for element in listed.elts]
+    assert "listing" in declaring, "the verb modules are found"
+    assert sorted(names) == sorted(declaring), "a verb module not in VERBS has no subcommand"
+
+
+def test_jobs_cli_acts_through_the_admins_doors_never_the_store_the_runner_or_a_connection():
+    graph = _graph()
+    modules = _cli_modules()
+    assert "jobs.cli.listing" in modules, "the cli's modules are found"
+    behind = {name: sorted(target for target in graph[name] if _behind(target)) for name in modules}
+    assert {name: found for name, found in behind.items() if found} == {}
+    handles = {name: _database_handles(path) for name, path in modules.items()}
+    assert {name: found for name, found in handles.items() if found} == {}
+
+
+def test_the_rule_on_jobs_cli_names_a_store_import_and_a_connection_taken(tmp_path):
+    source = tmp_path / "verb.py"
+    source.write_text(
+        "from django.db import DEFAULT_DB_ALIAS, connections\n"
+        "def f():\n    from jobs.store.postgresql import sql\n"
+    )
+    modules = {"jobs.cli.verb": source, "jobs.store.postgresql.sql": source}
+    assert {t for t in _imports("jobs.cli.verb", source, modules) if _behind(t)} == {
+        "jobs.store.postgresql.sql"
+    }
+    assert _database_handles(source) == ["from django.db import DEFAULT_DB_ALIAS, connections"]
+    assert not _behind("jobs.stats")
+    assert not _behind("jobs.storable")
+
+
+def test_no_module_of_jobs_cli_is_longer_than_the_limit():
+    long = {
+        name: lines
+        for name, path in _cli_modules().items()
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+    }
+    assert long == {}, f"modules of jobs/cli over {MODULE_LINES} lines: {long}"
+
+
+def test_the_jobs_command_compares_no_verb_it_runs_the_handler_the_parsed_arguments_carry():
+    """No `verb == "list"` chain: a verb is added by listing its module in `jobs.cli.VERBS`."""
+    command = PACKAGE / "management" / "commands" / "jobs.py"
+    tree = ast.parse(command.read_text())
+    compared = [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Compare)]
+    assert compared == []
+    assert "VERBS" in ast.unparse(tree), "the parser is built from jobs.cli.VERBS"

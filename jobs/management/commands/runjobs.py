@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
 
 from jobs import log
-from jobs.cli_arguments import database_alias
+from jobs.cli.arguments import database_alias
 from jobs.drivers import missing_driver
 from jobs.live_config import describe
 from jobs.metrics.exposition import DEFAULT_HOST, Address, MetricsUnavailable

@@ -15,12 +15,31 @@ from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS
 
-from jobs import cli
-from jobs.cli_text import Write, table
+from jobs.cli import verb
+from jobs.cli.text import Write, table
+from jobs.cli.verb import OK, Options, Verbs
 from jobs.holding import LEASE_EXPIRED, RUNNER_GONE
 from jobs.models import LIVE_STATES, State
 from jobs.presentation import duration, relative
 from jobs.stats import Stats, collect, kinds_without_runner
+
+#: stats's help, as `--help` shows it.
+HELP = (
+    "The dashboard's numbers: counts (running split into healthy and stuck), lag, "
+    "ready jobs no live runner handles, recent settles (per kind), runners."
+)
+
+
+def add_parser(verbs: Verbs) -> None:
+    stats = verb.add(verbs, "stats", HELP, handle)
+    stats.add_argument(
+        "--json", action="store_true", help="Print the numbers as JSON, for scripts."
+    )
+
+
+def handle(write: Write, options: Options) -> int:
+    """`stats`' options, to `print_stats`."""
+    return print_stats(write, as_json=options["json"], using=options["database"])
 
 
 def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_ALIAS) -> int:
@@ -31,10 +50,10 @@ def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_
         # a newline within a string, so each "\n" left ends a line.
         for line in json.dumps(stats.as_json(), indent=2, sort_keys=True).split("\n"):
             write(line)
-        return cli.OK
+        return OK
     for line in stats_lines(stats, kinds_without_runner(using=using, now=stats.now)):
         write(line)
-    return cli.OK
+    return OK
 
 
 def _counts(counts: dict[str, int]) -> str:

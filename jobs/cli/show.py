@@ -24,8 +24,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobs import cli
-from jobs.cli_text import Write, terminal_safe
+from jobs.cli import arguments, verb
+from jobs.cli.ids import one_job
+from jobs.cli.text import Write, terminal_safe
+from jobs.cli.verb import ID_HELP, OK, Options, Verbs
 from jobs.history import Entry
 from jobs.holding import Holders
 from jobs.job_ids import IdPrefix
@@ -37,6 +39,29 @@ from jobs.registry import registry
 NONE = "-"
 
 
+#: show's help, as `--help` shows it.
+HELP = (
+    "Every field of one job, the payload as JSON, last_error in full, who holds it, "
+    "and its attempt history (newest first, tracebacks in full)."
+)
+
+
+def add_parser(verbs: Verbs) -> None:
+    """`show`'s id, and JSON for scripts."""
+    show = verb.add(verbs, "show", HELP, handle)
+    show.add_argument("id", type=arguments.job_id, metavar="ID", help=ID_HELP)
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the job as JSON, for scripts: every field, errors as its entries.",
+    )
+
+
+def handle(write: Write, options: Options) -> int:
+    """`show`'s options, to `show_job`."""
+    return show_job(write, options["id"], as_json=options["json"], using=options["database"])
+
+
 def show_job(
     write: Write,
     ident: uuid.UUID | IdPrefix,
@@ -46,13 +71,13 @@ def show_job(
 ) -> int:
     """Every field of one job, each on its line, then its attempt history; or,
     `as_json`, the same as one JSON object."""
-    job = cli.one_job(ident, using=using)
+    job = one_job(ident, using=using)
     now = timezone.now()
     holders = Holders.read(using, now)
     lines = json_lines(job, holders) if as_json else job_lines(job, holders, now)
     for line in lines:
         write(line)
-    return cli.OK
+    return OK
 
 
 def job_lines(job: Job, holders: Holders, now: datetime) -> list[str]:

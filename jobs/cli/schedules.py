@@ -1,6 +1,7 @@
 """`manage.py jobs schedules`: every schedule at a shell, as the admin's
-Schedules page shows it, and the operator's switch to disable or enable one;
-`jobs run-now --schedule NAME` runs one's live occurrence now.
+Schedules page shows it, and the operator's switch to disable or enable one
+(`jobs run-now --schedule NAME`, which runs one's live occurrence now, is
+`jobs.cli.run_now`'s).
 
 The listing and the switch are `jobs.schedules.operator`'s, shared with the
 admin, so a change is logged the same way, naming who; this module only words
@@ -11,6 +12,7 @@ anything is.
 from __future__ import annotations
 
 import json
+from argparse import SUPPRESS
 from datetime import datetime
 from typing import Any
 
@@ -19,11 +21,66 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobs import cli, operations
-from jobs.cli_text import Write, table
+from jobs.cli import arguments, verb
+from jobs.cli.text import Write, table
+from jobs.cli.verb import OK, Options, Verbs
 from jobs.presentation import NOTHING, relative
 from jobs.schedules import operator
 from jobs.schedules.operator import Listed, NoSuchSchedule
+
+#: schedules's help, as `--help` shows it.
+HELP = (
+    "List the schedules: expression, in words, zone, next and last fire, "
+    "enabled, live occurrence; or disable or enable one."
+)
+
+
+def add_parser(verbs: Verbs) -> None:
+    """`schedules` lists (`--json` for scripts); `schedules disable|enable NAME` switches one."""
+    schedules = verb.add(verbs, "schedules", HELP, handle_listing)
+    schedules.add_argument(
+        "--json", action="store_true", help="Print the schedules as JSON, for scripts."
+    )
+    switches = schedules.add_subparsers(dest="switch", metavar="disable|enable")
+    for name, help in (
+        (
+            "disable",
+            "Disable a schedule: from each runner's next claim its occurrences are skipped "
+            "to the next fire time. Exits 1, writing nothing, if no schedule has that name.",
+        ),
+        (
+            "enable",
+            "Enable a schedule again: it resumes at its next fire time, with no catch-up "
+            "runs. Exits 1, writing nothing, if no schedule has that name.",
+        ),
+    ):
+        switch = verb.subcommand(switches, name, help)
+        switch.set_defaults(handler=handle_switch)
+        switch.add_argument("name", metavar="NAME", help="The schedule's name.")
+        verb.by_argument(switch)
+        # Given after NAME; left unset otherwise, so as not to undo one given before it.
+        switch.add_argument(
+            "--database",
+            type=arguments.database_alias,
+            default=SUPPRESS,
+            help="The database alias to work on.",
+        )
+
+
+def handle_listing(write: Write, options: Options) -> int:
+    """`schedules`' options, to `list_schedules`."""
+    return list_schedules(write, as_json=options["json"], using=options["database"])
+
+
+def handle_switch(write: Write, options: Options) -> int:
+    """`schedules disable|enable`'s options, to `set_enabled`."""
+    return set_enabled(
+        write,
+        options["name"],
+        enabled=options["switch"] == "enable",
+        by=verb.by(options),
+        using=options["database"],
+    )
 
 
 def list_schedules(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_ALIAS) -> int:
@@ -33,10 +90,10 @@ def list_schedules(write: Write, *, as_json: bool = False, using: str = DEFAULT_
         text = json.dumps([as_data(one) for one in listed], cls=DjangoJSONEncoder, indent=2)
         for line in text.split("\n"):  # JSON escapes newlines: each one left ends a line
             write(line)
-        return cli.OK
+        return OK
     if not listed:
         write("No schedules (a runner adds them at its start, from JOBS_SCHEDULES and handlers).")
-        return cli.OK
+        return OK
     now = timezone.now()
     rows = [["NAME", "EXPRESSION", "IN WORDS", "ZONE", "NEXT FIRE", "LAST FIRE", "ENABLED", "LIVE"]]
     rows += [
@@ -54,7 +111,7 @@ def list_schedules(write: Write, *, as_json: bool = False, using: str = DEFAULT_
     ]
     for line in table(rows):
         write(line)
-    return cli.OK
+    return OK
 
 
 def set_enabled(
@@ -72,23 +129,7 @@ def set_enabled(
             f"disabled schedule {row.name} (by {by}): from each runner's next claim its "
             "occurrences are skipped to the next fire time, until enabled again"
         )
-    return cli.OK
-
-
-def run_now(write: Write, name: str, *, using: str = DEFAULT_DB_ALIAS) -> int:
-    """Make the schedule `name`'s queued occurrence due now (`jobs.operations.run_now`);
-    the next is due at the fire time this one stood for."""
-    try:
-        live = operator.get(name, using).live_job
-    except NoSuchSchedule as error:
-        raise CommandError(str(error)) from None
-    if live is None:
-        write(f"schedule {name} has no live occurrence (a runner's start queues one)")
-        return cli.NOT_ALL_DONE
-    write(f"schedule {name}: occurrence {live.id}")
-    report = operations.run_now([live.id], using=using)
-    write(str(report))
-    return cli.NOT_ALL_DONE if report.skipped else cli.OK
+    return OK
 
 
 def as_data(listed: Listed) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Text for the operator's terminal: every field on one line, shown rather than obeyed,
 and rows in aligned columns.
 
-Shared by every verb of `manage.py jobs` (`jobs.cli`, `jobs.cli_show`,
-`jobs.cli_stats`), so that what a row holds is escaped in one place, and a
-fix to it reaches every screen. Pure functions: no database, no clock.
+Shared by every verb of `manage.py jobs` (the modules of `jobs.cli`), so
+that what a row holds is escaped in one place, and a fix to it reaches every
+screen. Pure functions: no database, no clock.
 """
 
 from __future__ import annotations

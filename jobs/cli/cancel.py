@@ -1,0 +1,40 @@
+"""`manage.py jobs cancel`: retire queued or running jobs as cancelled, naming who."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from functools import partial
+
+from django.db import DEFAULT_DB_ALIAS
+
+from jobs import operations
+from jobs.cli import arguments, verb
+from jobs.cli.ids import acted_on
+from jobs.cli.text import Write
+from jobs.cli.verb import ID_HELP, Options, Verbs
+from jobs.job_ids import IdPrefix
+
+#: cancel's help, as `--help` shows it.
+HELP = (
+    "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
+    "Exits 1 if any job was skipped."
+)
+
+
+def add_parser(verbs: Verbs) -> None:
+    cancel = verb.add(verbs, "cancel", HELP, handle)
+    cancel.add_argument("ids", type=arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
+    verb.by_argument(cancel, "Who cancelled, kept in last_error")
+
+
+def handle(write: Write, options: Options) -> int:
+    """`cancel`'s options, to `cancel_jobs`."""
+    return cancel_jobs(write, options["ids"], by=verb.by(options), using=options["database"])
+
+
+def cancel_jobs(
+    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, by: str, using: str = DEFAULT_DB_ALIAS
+) -> int:
+    """Retire queued or running jobs as cancelled (see `jobs.operations.cancel`)."""
+    return acted_on(write, ids, using, partial(operations.cancel, by=by, using=using))

@@ -1,0 +1,68 @@
+"""`manage.py jobs run-now`: make queued jobs due now, given by id, or a schedule's
+live occurrence, given by the schedule's name (`--schedule`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from functools import partial
+
+from django.core.management.base import CommandError
+from django.db import DEFAULT_DB_ALIAS
+
+from jobs import operations
+from jobs.cli import arguments, verb
+from jobs.cli.ids import acted_on, reported
+from jobs.cli.text import Write
+from jobs.cli.verb import ID_HELP, NOT_ALL_DONE, Options, Verbs
+from jobs.job_ids import IdPrefix
+from jobs.schedules import operator
+from jobs.schedules.operator import NoSuchSchedule
+
+#: run-now's help, as `--help` shows it.
+HELP = (
+    "Make queued jobs due now, or a schedule's queued occurrence. Exits 1 if any job was skipped."
+)
+
+
+def add_parser(verbs: Verbs) -> None:
+    run_now = verb.add(verbs, "run-now", HELP, handle)
+    which = run_now.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "ids", type=arguments.job_id, nargs="*", default=[], metavar="ID", help=ID_HELP
+    )
+    which.add_argument(
+        "--schedule",
+        metavar="NAME",
+        help="The schedule whose live occurrence to run now; the next is due at the "
+        "fire time it stood for.",
+    )
+
+
+def handle(write: Write, options: Options) -> int:
+    """`run-now`'s options, to `run_now_schedule` or `run_now_jobs`."""
+    if options["schedule"] is not None:
+        return run_now_schedule(write, options["schedule"], using=options["database"])
+    return run_now_jobs(write, options["ids"], using=options["database"])
+
+
+def run_now_jobs(
+    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+) -> int:
+    """Make queued jobs due now (see `jobs.operations.run_now`)."""
+    return acted_on(write, ids, using, partial(operations.run_now, using=using))
+
+
+def run_now_schedule(write: Write, name: str, *, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Make the schedule `name`'s queued occurrence due now (`jobs.operations.run_now`);
+    the next is due at the fire time this one stood for. An unknown name is a
+    `CommandError` (exit status 1) written before anything is."""
+    try:
+        live = operator.get(name, using).live_job
+    except NoSuchSchedule as error:
+        raise CommandError(str(error)) from None
+    if live is None:
+        write(f"schedule {name} has no live occurrence (a runner's start queues one)")
+        return NOT_ALL_DONE
+    write(f"schedule {name}: occurrence {live.id}")
+    return reported(write, operations.run_now([live.id], using=using))
