@@ -182,7 +182,7 @@ def _sender() -> socket.socket:
 def listen(
     directory: str | None, stopping: Stopping, listening: Callable[[str], None]
 ) -> Iterator[str]:
-    """`Store.notices` for SQLite: each distinct payload rung since the last, until
+    """`Notifier.notices` for SQLite: each distinct payload rung since the last, until
     `stopping` is set (heard at once: each wait selects on it too).
 
     Calls `listening(path)` once its socket is bound. A runner that cannot
