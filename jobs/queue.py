@@ -38,7 +38,7 @@ def enqueue(spec: JobSpec, *, using: str | None = None, job_id: uuid.UUID | None
     row = _row(spec, payload_json, job_id or uuid.uuid4(), timezone.now(), _default_attempts())
     inserted = store.insert(row)
     if inserted:
-        wake_runners(store.using, notified=True)  # the insert notified other processes
+        wake_runners(store.using, notified=store.inserts_notify)
         observers.enqueued([row], store.using)
     return inserted
 
@@ -63,7 +63,7 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None) -> list[
     ]
     queued = store.insert_many(rows)  # which gives each row its id
     if any(queued):
-        wake_runners(store.using, notified=True)  # as `enqueue`
+        wake_runners(store.using, notified=store.inserts_notify)  # as `enqueue`
         observers.enqueued([row for row, new in zip(rows, queued, strict=True) if new], store.using)
     return queued
 

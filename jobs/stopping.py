@@ -1,6 +1,6 @@
 """A stop request a thread blocked in `select` hears at once.
 
-Its own leaf module, so that the stores (whose listeners wait on a socket)
+Its own leaf module, so that the notifiers (whose listeners wait on a socket)
 and `jobs.wakeup` (whose `Listener` stops them) can both name it.
 """
 
@@ -18,7 +18,7 @@ class Stopping(threading.Event):
     A listener waits on a socket (PostgreSQL's connection, SQLite's doorbell)
     and would otherwise have to wake every so often to look at a plain
     `threading.Event`; a stopping runner then waited for that tick (0.5 s on
-    PostgreSQL). The stores select on this beside their own socket instead.
+    PostgreSQL). The notifiers select on this beside their own socket instead.
     A socket pair rather than a pipe, since `select` takes sockets everywhere.
     """
 

@@ -6,14 +6,15 @@ woken sets how soon work starts (README, "Wake-up grain"):
 - In the process that queued the work, at once: `wake_runners` rings the
   `doorbell` when the transaction commits (a runner woken earlier would not
   see the row, and a rolled-back one wakes nobody).
-- In other processes, within milliseconds where the store can carry a
-  notice: the store's `notify` sends it at commit and never on rollback, and
-  each runner's `Listener` hears it through `Store.notices`. PostgreSQL sends
-  a NOTIFY inside the transaction, heard on a LISTEN connection of the
-  runner's own; SQLite, whose processes share one machine, sends a datagram
-  after the commit to a Unix socket each runner binds beside the others
-  (`jobs.store.sqlite_doorbell`). A SQLite runner that cannot bind one says so
-  once and polls.
+- In other processes, within milliseconds where the database's notifier
+  (`jobs.notifier`) can carry a notice: its `notify` sends it at commit and
+  never on rollback, and each runner's `Listener` hears it through its
+  `notices`. PostgreSQL sends a NOTIFY inside the transaction (an insert's
+  own statement sends it: `Store.inserts_notify`), heard on a LISTEN
+  connection of the runner's own; SQLite, whose processes share one machine,
+  sends a datagram after the commit to a Unix socket each runner binds beside
+  the others (`jobs.notifier.sqlite_doorbell`). A SQLite runner that cannot
+  bind one says so once and polls.
 - On MySQL nothing crosses processes: a runner finds the work at its next
   poll, at most `poll_interval_ms` later.
 
@@ -31,8 +32,8 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 
 from jobs import live_config, log
+from jobs.notifier import for_database
 from jobs.stopping import Stopping
-from jobs.store import for_database
 
 #: The payload of the notice that says "the config row was saved"; any other
 #: payload means "there is work".
@@ -79,16 +80,15 @@ doorbell = Doorbell()
 def wake_runners(using: str | None = None, *, notice: str = "", notified: bool = False) -> None:
     """Wake every runner when the current transaction commits (at once in autocommit).
 
-    Runners in other processes through the store's `notify`, with `notice` as
-    its payload, unless `notified`: the store's own statement has already
-    sent it (`Store.insert` and `insert_many` do, so an enqueue costs no
-    round trip more than its insert). Runners in this process through the
-    doorbell, rung on commit.
+    Runners in other processes through the notifier's `notify`, with `notice`
+    as its payload, unless `notified`: the insert has already sent it (where
+    the store `inserts_notify`, so an enqueue costs no round trip more than
+    its insert). Runners in this process through the doorbell, rung on commit.
     """
     if not notified:
-        store = for_database(using)
-        store.notify(notice)
-        using = store.using
+        notifier = for_database(using)
+        notifier.notify(notice)
+        using = notifier.using
     transaction.on_commit(doorbell.ring, using=using)
 
 
@@ -104,12 +104,12 @@ def config_saved(sender: type[Any], *, using: str, **kwargs: Any) -> None:
 class Listener:
     """The thread that keeps one runner listening for other processes' notices.
 
-    It holds the store's listening connection (`Store.notices`) and, when the
+    It holds the notifier's listening connection (`Notifier.notices`) and, when the
     database drops it, logs `runner_listener_lost` and reconnects with a
     doubling wait, the runner polling meanwhile. After each (re)connect it
     calls `on_work` once, since work queued while nobody listened announced
     itself to nobody; then `on_config` for each `CONFIG_NOTICE` and `on_work`
-    for any other notice. Only for stores with `wakes_other_processes`.
+    for any other notice. Only where the notifier `wakes_other_processes`.
     """
 
     def __init__(
@@ -133,7 +133,7 @@ class Listener:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop listening; wait up to `timeout` seconds for the thread to end.
 
-        The store's wait hears `Stopping` at once, so this takes as long as
+        The notifier's wait hears `Stopping` at once, so this takes as long as
         the thread needs to close its connection, not a tick of its wait.
         """
         self._stopping.set()
@@ -144,10 +144,10 @@ class Listener:
         self._stopping.close()
 
     def _listen(self) -> None:
-        store = for_database(self.using)
+        notifier = for_database(self.using)
         while not self._stopping.is_set():
             try:
-                for payload in store.notices(self._stopping, self._listening):
+                for payload in notifier.notices(self._stopping, self._listening):
                     if payload == CONFIG_NOTICE:
                         self.on_config()
                     else:
@@ -164,7 +164,7 @@ class Listener:
                 self._retry_in = min(self._retry_in * 2, RECONNECT_MAX_SECONDS)
 
     def _listening(self, channel: str) -> None:
-        """The store is listening again: anything sent before was missed."""
+        """The notifier is listening again: anything sent before was missed."""
         log.event("runner_listening", channel=channel)
         self._retry_in = RECONNECT_FIRST_SECONDS
         self.on_work()

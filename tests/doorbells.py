@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from jobs.store import sqlite_doorbell
+from jobs.notifier import sqlite_doorbell
 
 #: For test modules about the SQLite doorbell.
 only_sqlite = pytest.mark.skipif(

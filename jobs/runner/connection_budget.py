@@ -34,7 +34,7 @@ import time
 from django.db import DatabaseError, InterfaceError, connections
 
 from jobs import config as jobs_config
-from jobs import live_config, log
+from jobs import live_config, log, notifier
 from jobs.runner import pool
 from jobs.store import Store, for_database
 
@@ -125,7 +125,7 @@ def check(using: str, *, lanes: int, burst: bool, metrics: bool) -> int | None:
 
 def _needed_by(max_concurrent: int, store: Store, lanes: int, burst: bool, metrics: bool) -> int:
     """`needed` on a database server (SQLite's wake-ups take no connection)."""
-    listens = store.wakes_other_processes and not burst
+    listens = notifier.for_database(store.using).wakes_other_processes and not burst
     return needed(max_concurrent, lanes, listens=listens, metrics=metrics)
 
 

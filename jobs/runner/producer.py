@@ -26,7 +26,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connectio
 
 from jobs import clock as jobs_clock
 from jobs import config as jobs_config
-from jobs import controls, live_config, log, observers, wakeup
+from jobs import controls, live_config, log, notifier, observers, wakeup
 from jobs.config import JobsSettings
 from jobs.metrics.tally import forget_runner, runner_gauges, tally
 from jobs.registry import Registry
@@ -144,7 +144,8 @@ class Runner:
         if not self._tallying:
             self._tallying = True
             tally.join()  # left by `close`
-        if not burst and self.store.wakes_other_processes and self._listener is None:
+        listens = not burst and notifier.for_database(self.using).wakes_other_processes
+        if listens and self._listener is None:
             self._listener = wakeup.Listener(
                 self.using, on_work=self.doorbell.set, on_config=self.reload
             )

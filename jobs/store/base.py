@@ -6,13 +6,15 @@ late or stale attempt can never overwrite a newer one: the loser is told and
 writes nothing. Verbs take `now` as an argument; only the runner reads the
 clock. `jobs.store.orm.OrmStore` writes the verbs that are the same on every
 database once; each vendor module extends it with the statements whose SQL
-differs (the claim, the insert) and the wake-up its database can carry.
+differs (the claim, the insert). Waking runners is beside the store, in
+`jobs.notifier`, except a wake-up sent by the insert itself (`inserts_notify`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +26,6 @@ from django.db.models import Field
 
 from jobs import history
 from jobs.models import Job, LimitedAttempt, State
-from jobs.stopping import Stopping
 from jobs.store.room import ConnectionLimit as ConnectionLimit
 from jobs.store.room import ConnectionRoom as ConnectionRoom
 from jobs.store.rows import Claim
@@ -128,10 +129,30 @@ class Store:
         transaction. A row without its own `max_attempts` takes the config
         row's in the same statement (`default_max_attempts` when that row is
         unusable), so a change made in any process reaches the next enqueue
-        everywhere. Where the store wakes other processes, an inserted row
-        has already notified them (on commit): the caller does not `notify`.
+        everywhere. Where the store `inserts_notify`, an inserted row has
+        already notified other processes (on commit): the caller does not.
         """
         raise NotImplementedError
+
+    #: Whether an inserted row has already notified: `insert` and `insert_many`
+    #: send the wake-up inside their own statement or transaction (PostgreSQL's
+    #: NOTIFY), so the caller asks no notifier (`jobs.notifier`) to send it again.
+    inserts_notify = False
+
+    @property
+    def wakes_other_processes(self) -> bool:
+        """Deprecated: whether runners in other processes can be woken is the
+        notifier's to say (`jobs.notifier.for_database(using)`); kept for
+        callers written before the store lost its wake-up plumbing."""
+        warnings.warn(
+            "Store.wakes_other_processes is deprecated: ask "
+            "jobs.notifier.for_database(using).wakes_other_processes",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from jobs import notifier  # the one way back to the notifier: deprecated
+
+        return notifier.for_database(self.using).wakes_other_processes
 
     def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
         """Insert many queued rows in one transaction, each unless its identity is
@@ -352,27 +373,3 @@ class Store:
         """Whether `error` is the server refusing a new connection because its
         limits are reached (`max_connections`, a role's or database's own)."""
         return False
-
-    # -- waking runners in other processes (`jobs.wakeup` uses these) ---------
-
-    #: Whether runners in other processes can be woken: through the database
-    #: (PostgreSQL), or beside it (SQLite's sockets). Where they cannot, they
-    #: find new work at their next poll.
-    wakes_other_processes = False
-
-    def notify(self, payload: str = "") -> None:
-        """Send `payload` to every listening runner when the current transaction
-        commits (never on rollback). A no-op where the database has no way to."""
-
-    def notices(self, stopping: Stopping, listening: Callable[[str], None]) -> Iterator[str]:
-        """Each notice's payload, as it arrives, until `stopping` is set.
-
-        Opens a connection of its own and subscribes it (SQLite: binds a
-        socket), then calls `listening(channel)` once, before any payload:
-        nothing sent before that was heard. Ends at once when `stopping` is
-        set: it waits in a `select` on its socket and on `stopping`. Raises Django's
-        `DatabaseError` when the connection fails or is lost; the caller
-        (`jobs.wakeup.Listener`) reconnects. Only for stores with
-        `wakes_other_processes`.
-        """
-        raise NotImplementedError

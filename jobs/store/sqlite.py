@@ -9,17 +9,12 @@ repeats the ready condition, so it stays correct even without the lock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-
 from jobs.models import Job
-from jobs.stopping import Stopping
-from jobs.store import sqlite_doorbell
-from jobs.store.base import NewJob
-from jobs.store.orm import OrmStore, with_ids
+from jobs.store.orm import OrmStore
 from jobs.store.rows import (
     CLAIM_COLUMNS,
     DATETIME_COLUMNS,
@@ -186,37 +181,3 @@ class SQLiteStore(OrmStore):
             runner=runner,
         )
         return in_claim_order(claims)
-
-    # -- waking runners in other processes: a socket each (`sqlite_doorbell`) ----
-
-    #: Through the doorbell directory, not the database: see `jobs.store.sqlite_doorbell`.
-    wakes_other_processes = True
-
-    def insert(self, row: NewJob) -> bool:
-        """The portable insert, then a ring on commit when it inserted, as PostgreSQL's
-        insert notifies: `enqueue` does not notify again."""
-        inserted = super().insert(row)
-        if inserted:
-            self.notify()
-        return inserted
-
-    def insert_many(self, rows: Sequence[NewJob]) -> list[bool]:
-        """The portable inserts in one transaction, then one ring on commit if any
-        was inserted: a ring asked for per row cost a batch of 5,000 an eighth
-        of its time in commit callbacks alone."""
-        with transaction.atomic(using=self.using):
-            inserted = [super(SQLiteStore, self).insert(row) for row in with_ids(rows)]
-            if any(inserted):
-                self.notify()
-        return inserted
-
-    def notify(self, payload: str = "") -> None:
-        directory = sqlite_doorbell.place(self.connection.settings_dict["NAME"])
-        if directory is not None:
-            sqlite_doorbell.ring_on_commit(directory, payload, self.using)
-
-    def notices(self, stopping: Stopping, listening: Callable[[str], None]) -> Iterator[str]:
-        """Binds a socket of this runner's instead of a connection; never raises
-        `DatabaseError`: a runner that cannot listen logs it once and polls."""
-        directory = sqlite_doorbell.place(self.connection.settings_dict["NAME"])
-        return sqlite_doorbell.listen(directory, stopping, listening)

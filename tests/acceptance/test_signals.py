@@ -22,7 +22,7 @@ from django.utils import timezone
 from jobs import JobSpec, enqueue
 from jobs.history import Outcome
 from jobs.models import Job
-from jobs.store import for_database
+from jobs.notifier import for_database
 from tests.acceptance import wait_for_attempt, wait_for_log
 from tests.conftest import RunJobs
 from tests.jobapp.models import Execution

@@ -12,7 +12,7 @@ import pytest
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
-from jobs.store import sqlite_doorbell
+from jobs.notifier import sqlite_doorbell
 from tests.doorbells import doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
 from tests.factories import add_ready_job
 from tests.helpers import wait_until

@@ -225,3 +225,54 @@ def test_the_jobs_command_compares_no_verb_it_runs_the_handler_the_parsed_argume
     compared = [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Compare)]
     assert compared == []
     assert "VERBS" in ast.unparse(tree), "the parser is built from jobs.cli.VERBS"
+
+
+def test_the_store_keeps_its_verbs_and_never_imports_the_notifier_or_the_wake_up():
+    """Waking runners is beside the store (`jobs.notifier`, used by `jobs.wakeup`),
+    not in it: a store that imported either would be carrying the plumbing again."""
+    graph = _graph()
+    store = [name for name in graph if name == "jobs.store" or name.startswith("jobs.store.")]
+    assert "jobs.store.postgresql" in store, "the store's modules are found"
+    naming = {
+        name: sorted(
+            target
+            for target in graph[name]
+            if target.startswith("jobs.notifier") or target == "jobs.wakeup"
+        )
+        for name in store
+    }
+    assert {name: found for name, found in naming.items() if found} == DEPRECATED_WAYS_BACK
+
+
+#: The store's only imports of the notifier: the old names, kept as deprecated
+#: aliases that warn (`Store.wakes_other_processes`, `jobs.store.sqlite_doorbell`).
+DEPRECATED_WAYS_BACK = {
+    "jobs.store.base": ["jobs.notifier"],
+    "jobs.store.sqlite_doorbell": ["jobs.notifier.sqlite_doorbell"],
+}
+
+
+def _executes(path: Path) -> list[str]:
+    """Each call in `path` that sends a statement: `execute`, `executemany`, `cursor`."""
+    return [
+        ast.unparse(node.func)
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("execute", "executemany", "cursor")
+    ]
+
+
+def test_no_notifier_sends_a_statement_of_its_own_vendor_sql_stays_in_the_store():
+    """PostgreSQL's LISTEN and NOTIFY run through `jobs.store.postgresql.channel`;
+    SQLite's doorbell has no SQL at all."""
+    notifier = {name: path for name, path in _modules().items() if name.startswith("jobs.notifier")}
+    assert "jobs.notifier.postgresql" in notifier, "the notifier's modules are found"
+    sending = {name: found for name, path in notifier.items() if (found := _executes(path))}
+    assert sending == {}
+
+
+def test_the_statement_finder_finds_an_execute_a_notifier_might_write(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def listen(conn):\n    conn.execute('LISTEN jobs_wakeup')\n")
+    assert _executes(source) == ["conn.execute"]

@@ -1,32 +1,31 @@
 """PostgreSQL: the claim as one statement with `FOR UPDATE SKIP LOCKED`, and
-wake-up across processes with LISTEN/NOTIFY.
+an insert that notifies the runners listening in other processes.
 
 Concurrent runners skip each other's locked rows instead of queueing on them,
 which is what lets many `runjobs` processes on many machines share one table.
 Every enqueue notifies a channel inside its own statement, so the notice goes
 out when (and only if) the enqueuing transaction commits, and every listening
-runner wakes; the claim still gives each row to one of them.
+runner wakes (`jobs.notifier.postgresql` listens); the claim still gives
+each row to one of them.
 
 The verbs are here; their statements in `.sql`, and how those are sent
-(server-bound, prepared) in `.driver`.
+(server-bound, prepared) in `.driver`; the wake-up channel's in `.channel`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import selectors
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from psycopg.types.json import Jsonb
 
 from jobs.models import Job
 from jobs.spec import strict_json
-from jobs.stopping import Stopping
 from jobs.store.base import (
     RENEW_LOCK_TIMEOUT,
     ConnectionLimit,
@@ -35,7 +34,7 @@ from jobs.store.base import (
     Renewal,
 )
 from jobs.store.orm import OrmStore
-from jobs.store.postgresql import driver, preparing, sql
+from jobs.store.postgresql import channel, driver, preparing, sql
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
 from jobs.store.rows import Claim, claim_from_row, in_claim_order, lease_ends, loaded_datetime
 
@@ -46,7 +45,9 @@ INSERT_MANY_CHUNK = 1_000
 
 
 class PostgreSQLStore(OrmStore):
-    wakes_other_processes = True
+    #: The single insert's statement sends the NOTIFY (`sql.INSERT_SQL`);
+    #: `insert_many` sends one in its transaction.
+    inserts_notify = True
     #: In the claim's own statement (`sql.CLAIM_CAPPED_SQL`).
     applies_kind_caps = True
 
@@ -107,7 +108,7 @@ class PostgreSQLStore(OrmStore):
                         queued[first[kind, key]] = True
                         rows[first[kind, key]].id = job_id  # the database chose it
             if any(queued):
-                self.notify()
+                channel.notify(connection)
         return queued
 
     def complete_many(self, done: Sequence[tuple[Job, Any]], now: datetime) -> set[uuid.UUID]:
@@ -284,39 +285,6 @@ class PostgreSQLStore(OrmStore):
                 return True
             cause = cause.__cause__ or cause.__context__
         return False
-
-    def notify(self, payload: str = "") -> None:
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql.NOTIFY_SQL, [payload])
-
-    def notices(self, stopping: Stopping, listening: Callable[[str], None]) -> Iterator[str]:
-        """Waits in a `select` on the listening connection's socket and on
-        `stopping`, then reads whatever arrived without blocking.
-
-        psycopg's `notifies(timeout=...)` blocks in the driver, where nothing
-        but its timeout ends the wait, so a stopping runner waited for that
-        tick; closing the connection from another thread does not wake a
-        `poll` on its socket either. A notice or a lost connection makes the
-        socket readable, so the drain that follows yields it or raises.
-        """
-        params = driver.plain_connection_params(self.connection)
-        try:
-            with (
-                psycopg.connect(**params, autocommit=True) as listener,
-                selectors.DefaultSelector() as ready,
-            ):
-                listener.execute(sql.LISTEN_SQL)
-                listening(sql.WAKEUP_CHANNEL)
-                ready.register(listener.fileno(), selectors.EVENT_READ)
-                ready.register(stopping, selectors.EVENT_READ)
-                while not stopping.is_set():
-                    # Drain first: notices that came with the LISTEN's answer
-                    # are already read, and a select would not see them.
-                    for notice in listener.notifies(timeout=0):
-                        yield notice.payload
-                    ready.select()
-        except psycopg.Error as error:
-            raise DatabaseError(str(error)) from error
 
 
 def _settle_params(done: Sequence[tuple[Job, Any]]) -> dict[str, Any]:

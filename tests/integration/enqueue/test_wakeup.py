@@ -114,3 +114,22 @@ def test_a_runner_in_this_process_starts_a_fresh_job_long_before_its_poll_interv
     assert not thread.is_alive(), "the runner's loop stopped when asked"
     assert runner.finish(10), "the attempt finished"
     assert Job.objects.get(kind="test.wakeup").state == State.DONE, "and the job settled done"
+
+
+def test_the_old_names_of_the_wake_up_still_answer_with_a_deprecation_warning():
+    """The doorbell and the store's `wakes_other_processes` moved to `jobs.notifier`;
+    code written against the old names keeps working, warned."""
+    import importlib
+    import sys
+
+    from jobs import notifier
+    from jobs.notifier import sqlite_doorbell
+    from jobs.store import for_database
+
+    sys.modules.pop("jobs.store.sqlite_doorbell", None)
+    with pytest.warns(DeprecationWarning, match="import jobs.notifier.sqlite_doorbell"):
+        old = importlib.import_module("jobs.store.sqlite_doorbell")
+    assert old is sqlite_doorbell, "the old path is the moved module itself"
+    with pytest.warns(DeprecationWarning, match="ask jobs.notifier.for_database"):
+        said = for_database().wakes_other_processes
+    assert said is notifier.for_database().wakes_other_processes

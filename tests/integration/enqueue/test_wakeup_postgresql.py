@@ -7,6 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job
@@ -46,3 +47,13 @@ def test_the_wake_up_is_sent_when_the_enqueuing_transaction_commits_and_never_on
 
         assert not enqueue(JobSpec.now("test.record", "kept"))
         assert heard(conn) == 0, "a refused duplicate wakes nobody"
+
+
+def test_an_enqueue_sends_its_notice_in_its_insert_and_runs_no_statement_to_notify():
+    """`Store.inserts_notify`: the caller asks no notifier for a second NOTIFY,
+    a round trip more per enqueue."""
+    with CaptureQueriesContext(connection) as queries:
+        assert enqueue(JobSpec.now("test.record", "k"))
+    notifying = [q["sql"] for q in queries.captured_queries if "pg_notify" in q["sql"]]
+    assert len(notifying) == 1, notifying
+    assert "INSERT" in notifying[0], "the insert's own statement notifies"

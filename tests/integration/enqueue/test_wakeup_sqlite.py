@@ -16,8 +16,8 @@ from django.db import transaction
 
 from jobs import JobSpec, enqueue, enqueue_many
 from jobs.models import Job, JobsConfig
+from jobs.notifier import sqlite_doorbell
 from jobs.operations import run_now
-from jobs.store import sqlite_doorbell
 from jobs.wakeup import CONFIG_NOTICE
 from tests.doorbells import Ear, doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
 from tests.integration.enqueue.support import Rollback, enqueue_then_roll_back

@@ -19,7 +19,7 @@ import pytest
 from django.db import OperationalError, connection, connections
 from freezegun import freeze_time
 
-from jobs import JobSpec
+from jobs import JobSpec, notifier
 from jobs.queue import enqueue_many
 from jobs.runner import connection_budget, pool
 from jobs.store import for_database
@@ -66,7 +66,7 @@ def test_a_runner_that_fits_says_what_it_needs_and_keeps_its_connections(caplog,
     room = connection_budget.check("default", lanes=1, burst=False, metrics=False)
 
     (said,) = events(caplog, "runner_connection_budget")
-    listens = for_database().wakes_other_processes
+    listens = notifier.for_database().wakes_other_processes
     assert fields(said)["outcome"] == "fits"
     assert fields(said)["needed"] == (11 if listens else 10)
     assert room is not None

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from jobs.models import Job, State
+from jobs.notifier import sqlite_doorbell
 from jobs.runner import Runner
 from jobs.stopping import Stopping
-from jobs.store import sqlite_doorbell
 from jobs.wakeup import CONFIG_NOTICE
 from tests.doorbells import doorbell_directory, only_sqlite  # noqa: F401 (a fixture)
 from tests.factories import add_ready_job

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobs.store import for_database, sqlite_doorbell
+from jobs.notifier import for_database, sqlite_doorbell
 from jobs.wakeup import Listener
 from tests.doorbells import own_tempdir
 from tests.helpers import wait_until
