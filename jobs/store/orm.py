@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -25,6 +25,7 @@ from jobs import history
 from jobs.config import BOUNDS
 from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
 from jobs.storable import storable_text
+from jobs.store.admission import Admission
 from jobs.store.base import NewJob, Store
 from jobs.store.rows import Claim
 
@@ -119,22 +120,13 @@ class OrmStore(Store):
     # -- the runner's pass ---------------------------------------------------
 
     def settle_and_claim(
-        self,
-        done: Sequence[tuple[Job, Any]],
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
+        self, done: Sequence[tuple[Job, Any]], admission: Admission
     ) -> tuple[set[uuid.UUID], list[Claim]]:
-        args = (now, leases, limit, runner, queues, paused_queues, kind_caps)
         if not done:
-            return set(), self.claim(*args)
+            return set(), self.claim(admission)
         with transaction.atomic(using=self.using):
-            won = self.complete_many(done, now)
-            return won, self.claim(*args)
+            won = self.complete_many(done, admission.now)
+            return won, self.claim(admission)
 
     # -- fenced settles ------------------------------------------------------
 

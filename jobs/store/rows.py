@@ -24,6 +24,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware, make_naive
 
 from jobs.models import Job
+from jobs.store.admission import Admission
 
 
 @dataclass
@@ -347,6 +348,17 @@ def queue_filter(column: str, queues: Sequence[str] | None, paused: Sequence[str
 def queue_params(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> list[str]:
     """The parameters of `queue_filter`'s condition, in its order."""
     return [*(queues or ()), *paused]
+
+
+def ready_scope(admission: Admission, column: str) -> tuple[list[str], dict[str, str]]:
+    """What an admission claims from, for a claim written by hand: the
+    parameters (its kinds, then `queue_params`) and the `{kinds}` and
+    `{queues}` conditions they fill (`column` names the queue column)."""
+    queues, paused = admission.queues, admission.paused_queues
+    return [*admission.leases, *queue_params(queues, paused)], {
+        "kinds": placeholders(len(admission.leases)),
+        "queues": queue_filter(column, queues, paused),
+    }
 
 
 def naive_utc_datetime(value: Any) -> datetime | None:

@@ -9,8 +9,8 @@ repeats the ready condition, so it stays correct even without the lock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -18,6 +18,7 @@ from django.db import transaction
 from jobs.models import Job
 from jobs.stopping import Stopping
 from jobs.store import sqlite_doorbell
+from jobs.store.admission import Admission
 from jobs.store.base import NewJob
 from jobs.store.orm import OrmStore, with_ids
 from jobs.store.rows import (
@@ -29,8 +30,7 @@ from jobs.store.rows import (
     in_claim_order,
     lease_ends,
     placeholders,
-    queue_filter,
-    queue_params,
+    ready_scope,
     text_datetime,
 )
 
@@ -131,25 +131,14 @@ class SQLiteStore(OrmStore):
             cursor.execute(sql, params)
             return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
-    def claim(
-        self,
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
-    ) -> list[Claim]:
+    def claim(self, admission: Admission) -> list[Claim]:
+        now, leases, limit = admission.now, admission.leases, admission.limit
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
-        scope = {
-            "kinds": placeholders(len(kinds)),
-            "queues": queue_filter("+queue", queues, paused_queues),
-        }
+        scoped, scope = ready_scope(admission, "+queue")
+        ready_params: list[Any] = [at, *scoped, at]
         with self.pass_transaction(), self.runner_cursor() as cursor:
             prior: dict[str, tuple[Any, ...]] = {}
             level: int | None = _ABOVE_ALL
@@ -174,7 +163,7 @@ class SQLiteStore(OrmStore):
                 ids=placeholders(len(prior)),
                 **scope,
             )
-            cursor.execute(sql, [*lease_params, at, at, runner, *prior, *ready_params])
+            cursor.execute(sql, [*lease_params, at, at, admission.runner, *prior, *ready_params])
             rows = cursor.fetchall()
         claims = claims_from_rows(
             rows,
@@ -183,7 +172,7 @@ class SQLiteStore(OrmStore):
             ends,
             using=self.using,
             decode_datetime=text_datetime,
-            runner=runner,
+            runner=admission.runner,
         )
         return in_claim_order(claims)
 

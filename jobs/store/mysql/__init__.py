@@ -23,14 +23,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, transaction
 
 from jobs.models import Job
+from jobs.store.admission import Admission
 from jobs.store.base import (
     RENEW_LOCK_TIMEOUT,
     ConnectionLimit,
@@ -49,8 +50,7 @@ from jobs.store.rows import (
     lease_ends,
     naive_utc_datetime,
     placeholders,
-    queue_filter,
-    queue_params,
+    ready_scope,
 )
 
 
@@ -290,31 +290,25 @@ class MySQLStore(OrmStore):
             cursor.execute(sql.CLOCK_SQL)
             return cursor.fetchone()[0].replace(tzinfo=UTC)  # type: ignore[no-any-return]
 
-    def claim(
-        self,
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
-    ) -> list[Claim]:
+    def claim(self, admission: Admission) -> list[Claim]:
+        now, leases, limit = admission.now, admission.leases, admission.limit
         if limit < 1 or not leases:
             return []
         kinds = list(leases)
         at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
-        scope = {
-            "kinds": placeholders(len(kinds)),
-            "queues": queue_filter("`queue`", queues, paused_queues),
-        }
+        scoped, scope = ready_scope(admission, "`queue`")
+        ready_params: list[Any] = [at, *scoped, at]
         with self.pass_transaction(), self.runner_cursor() as cursor:
             candidates = select_ready(
-                cursor, at, kinds, limit * sql.CANDIDATES_PER_ROW, queues, paused_queues
+                cursor,
+                at,
+                kinds,
+                limit * sql.CANDIDATES_PER_ROW,
+                admission.queues,
+                admission.paused_queues,
             )
             prior: dict[uuid.UUID, tuple[Any, ...]] = {}
-            rooms = dict(kind_caps or {})
+            rooms = dict(admission.kind_caps or {})
             # In claim order, a chunk the size of what is still wanted at a
             # time: the rows a chunk finds locked (another runner's claim) or
             # no longer ready are made up from the next chunk. A capped kind
@@ -344,7 +338,7 @@ class MySQLStore(OrmStore):
                     lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
                     ids=placeholders(len(ids)),
                 ),
-                [*lease_params, at, at, runner, *ids],
+                [*lease_params, at, at, admission.runner, *ids],
             )
             cursor.execute(sql.CLAIMED_SQL.format(ids=placeholders(len(ids))), ids)
             rows = cursor.fetchall()
@@ -355,6 +349,6 @@ class MySQLStore(OrmStore):
             ends,
             using=self.using,
             decode_datetime=naive_utc_datetime,
-            runner=runner,
+            runner=admission.runner,
         )
         return in_claim_order(claims)
