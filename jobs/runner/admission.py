@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,26 +24,20 @@ from jobs.runner.slots import Slots, lane_share
 from jobs.store.admission import Admission
 
 
+@dataclass(frozen=True, slots=True)
 class Admissions:
     """The admissions of one runner (one lane of `runjobs --lanes`): what stays
     the same from pass to pass, kept at start, and one `Admission` a pass."""
 
-    def __init__(
-        self,
-        runner: str,
-        slots: Slots,
-        queues: Sequence[str] | None,
-        queue_caps: Mapping[str, int],
-        handler_limits: Mapping[str, int],
-    ) -> None:
-        self.runner = runner
-        self.slots = slots
-        #: The queues the runner claims from; None for every queue.
-        self.queues = queues
-        #: This lane's share of each capped queue's cap (`lane_shares`).
-        self.queue_caps = queue_caps
-        #: Each kind's `JobHandler.concurrency_limit` (`handler_limits`).
-        self.handler_limits = handler_limits
+    #: The runner's name, which its claims write.
+    runner: str
+    slots: Slots
+    #: The queues it claims from; None for every queue.
+    queues: Sequence[str] | None
+    #: This lane's share of each capped queue's cap (`lane_shares`).
+    queue_caps: Mapping[str, int]
+    #: Each kind's `JobHandler.concurrency_limit` (`handler_limits`).
+    handler_limits: Mapping[str, int]
 
     def for_pass(
         self,

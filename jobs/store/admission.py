@@ -43,6 +43,11 @@ class Admission:
     #: The slots this runner may still give each capped queue of `queues`.
     queue_rooms: Mapping[str, int] = field(default_factory=dict)
 
+    @property
+    def empty(self) -> bool:
+        """Whether it admits nothing: no free slot, or no kind to claim."""
+        return self.limit < 1 or not self.leases
+
     def narrowed(
         self,
         leases: Mapping[str, timedelta],

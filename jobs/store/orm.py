@@ -27,7 +27,7 @@ from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConf
 from jobs.storable import storable_text
 from jobs.store.admission import Admission
 from jobs.store.base import NewJob, Store
-from jobs.store.rows import Claim
+from jobs.store.rows import Claim, lease_ends, placeholders, queue_filter, queue_params
 
 _ATTEMPTS = BOUNDS["max_attempts"]
 
@@ -69,6 +69,27 @@ class OrmStore(Store):
         which it fails with. Each savepoint was two more statements a pass, and
         two more lines in DEBUG's query log."""
         return transaction.atomic(using=self.using, savepoint=False)
+
+    def ready_scope(
+        self, admission: Admission, column: str
+    ) -> tuple[Any, list[Any], dict[str, str]]:
+        """For a claim written by hand (SQLite's, MySQL's): `now` prepared, the
+        ready condition's parameters (`now`, the admission's kinds and queues
+        as `queue_params` orders them, `now`) and the `{kinds}` and `{queues}`
+        conditions they fill (`column` names the queue column)."""
+        at = self.prepare("run_at", admission.now)
+        kinds, queues, paused = admission.leases, admission.queues, admission.paused_queues
+        scope = {"kinds": placeholders(len(kinds)), "queues": queue_filter(column, queues, paused)}
+        return at, [at, *kinds, *queue_params(queues, paused), at], scope
+
+    def lease_cases(self, admission: Admission) -> tuple[dict[str, datetime], str, list[Any]]:
+        """For a claim written by hand: each kind's end of lease (`lease_ends`),
+        and the `CASE kind` arms that write it, with their parameters."""
+        ends = lease_ends(admission.now, admission.leases)
+        params: list[Any] = []
+        for kind, end in ends.items():
+            params += [kind, self.prepare("lease_expires_at", end)]
+        return ends, " ".join(["WHEN %s THEN %s"] * len(ends)), params
 
     def results_case(
         self, pairs: Sequence[tuple[Sequence[Any], Any]], match: str, column: str

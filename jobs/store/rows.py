@@ -179,15 +179,15 @@ def claim_from_row(
 def claims_from_rows(
     rows: Sequence[Sequence[Any]],
     prior: Callable[[Any], Sequence[Any]],
-    now: datetime,
+    admission: Admission,
     ends: Mapping[str, datetime],
     *,
     using: str,
     decode_datetime: DatetimeDecoder,
-    runner: str,
 ) -> list[Claim]:
-    """`claim_from_row` for each claimed row, where `prior(id)` gives what its
-    ready read saw before the claim: (state, claimed_by, started_at)."""
+    """`claim_from_row` for each row `admission`'s claim took, in claim order,
+    where `prior(id)` gives what its ready read saw before the claim:
+    (state, claimed_by, started_at)."""
     claims = []
     for row in rows:
         state, previous_runner, previous_start = prior(row[0])
@@ -195,15 +195,15 @@ def claims_from_rows(
             claim_from_row(
                 row,
                 state == "running",
-                now,
+                admission.now,
                 ends,
                 using=using,
                 decode_datetime=decode_datetime,
-                runner=runner,
+                runner=admission.runner,
                 previous=(previous_runner, previous_start),
             )
         )
-    return claims
+    return in_claim_order(claims)
 
 
 def _previous_attempt(
@@ -348,17 +348,6 @@ def queue_filter(column: str, queues: Sequence[str] | None, paused: Sequence[str
 def queue_params(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> list[str]:
     """The parameters of `queue_filter`'s condition, in its order."""
     return [*(queues or ()), *paused]
-
-
-def ready_scope(admission: Admission, column: str) -> tuple[list[str], dict[str, str]]:
-    """What an admission claims from, for a claim written by hand: the
-    parameters (its kinds, then `queue_params`) and the `{kinds}` and
-    `{queues}` conditions they fill (`column` names the queue column)."""
-    queues, paused = admission.queues, admission.paused_queues
-    return [*admission.leases, *queue_params(queues, paused)], {
-        "kinds": placeholders(len(admission.leases)),
-        "queues": queue_filter(column, queues, paused),
-    }
 
 
 def naive_utc_datetime(value: Any) -> datetime | None:

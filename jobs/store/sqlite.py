@@ -27,10 +27,7 @@ from jobs.store.rows import (
     Claim,
     claims_from_rows,
     decode_uuid,
-    in_claim_order,
-    lease_ends,
     placeholders,
-    ready_scope,
     text_datetime,
 )
 
@@ -132,13 +129,10 @@ class SQLiteStore(OrmStore):
             return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
     def claim(self, admission: Admission) -> list[Claim]:
-        now, leases, limit = admission.now, admission.leases, admission.limit
-        if limit < 1 or not leases:
+        if admission.empty:
             return []
-        kinds = list(leases)
-        at = self.prepare("run_at", now)
-        scoped, scope = ready_scope(admission, "+queue")
-        ready_params: list[Any] = [at, *scoped, at]
+        limit = admission.limit
+        at, ready_params, scope = self.ready_scope(admission, "+queue")
         with self.pass_transaction(), self.runner_cursor() as cursor:
             prior: dict[str, tuple[Any, ...]] = {}
             level: int | None = _ABOVE_ALL
@@ -154,27 +148,18 @@ class SQLiteStore(OrmStore):
                 prior.update((str(row[0]), row[1:]) for row in cursor.fetchall())
             if not prior:
                 return []
-            ends = lease_ends(now, leases)
-            lease_params: list[Any] = []
-            for kind in kinds:
-                lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
-            sql = CLAIM_SQL.format(
-                lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
-                ids=placeholders(len(prior)),
-                **scope,
-            )
+            ends, lease_cases, lease_params = self.lease_cases(admission)
+            sql = CLAIM_SQL.format(lease_cases=lease_cases, ids=placeholders(len(prior)), **scope)
             cursor.execute(sql, [*lease_params, at, at, admission.runner, *prior, *ready_params])
             rows = cursor.fetchall()
-        claims = claims_from_rows(
+        return claims_from_rows(
             rows,
             lambda job_id: prior[decode_uuid(job_id).hex],
-            now,
+            admission,
             ends,
             using=self.using,
             decode_datetime=text_datetime,
-            runner=admission.runner,
         )
-        return in_claim_order(claims)
 
     # -- waking runners in other processes: a socket each (`sqlite_doorbell`) ----
 

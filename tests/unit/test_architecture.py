@@ -129,3 +129,17 @@ def test_the_generic_runner_path_never_imports_schedules_which_join_through_life
         for name in generic
     }
     assert {name: found for name, found in naming.items() if found} == {}
+
+
+def test_no_module_of_the_store_imports_the_runner_the_admin_or_the_cli():
+    """The store executes what it is asked (an admission, a settle) and never
+    reaches up into who asks: `jobs.runner`, `jobs.admin`, `jobs.cli*`."""
+    graph = _graph()
+    store = [name for name in graph if name == "jobs.store" or name.startswith("jobs.store.")]
+    assert "jobs.store.limits" in store, "the store's modules are found"
+    upward = ("jobs.runner", "jobs.admin", "jobs.cli")
+    reaching = {
+        name: sorted(target for target in graph[name] if target.startswith(upward))
+        for name in store
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}

@@ -46,11 +46,8 @@ from jobs.store.rows import (
     Claim,
     claims_from_rows,
     decode_uuid,
-    in_claim_order,
-    lease_ends,
     naive_utc_datetime,
     placeholders,
-    ready_scope,
 )
 
 
@@ -291,18 +288,15 @@ class MySQLStore(OrmStore):
             return cursor.fetchone()[0].replace(tzinfo=UTC)  # type: ignore[no-any-return]
 
     def claim(self, admission: Admission) -> list[Claim]:
-        now, leases, limit = admission.now, admission.leases, admission.limit
-        if limit < 1 or not leases:
+        if admission.empty:
             return []
-        kinds = list(leases)
-        at = self.prepare("run_at", now)
-        scoped, scope = ready_scope(admission, "`queue`")
-        ready_params: list[Any] = [at, *scoped, at]
+        limit = admission.limit
+        at, ready_params, scope = self.ready_scope(admission, "`queue`")
         with self.pass_transaction(), self.runner_cursor() as cursor:
             candidates = select_ready(
                 cursor,
                 at,
-                kinds,
+                list(admission.leases),
                 limit * sql.CANDIDATES_PER_ROW,
                 admission.queues,
                 admission.paused_queues,
@@ -329,26 +323,18 @@ class MySQLStore(OrmStore):
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
-            ends = lease_ends(now, leases)
-            lease_params: list[Any] = []
-            for kind in kinds:
-                lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
+            ends, lease_cases, lease_params = self.lease_cases(admission)
             cursor.execute(
-                sql.CLAIM_SQL.format(
-                    lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
-                    ids=placeholders(len(ids)),
-                ),
+                sql.CLAIM_SQL.format(lease_cases=lease_cases, ids=placeholders(len(ids))),
                 [*lease_params, at, at, admission.runner, *ids],
             )
             cursor.execute(sql.CLAIMED_SQL.format(ids=placeholders(len(ids))), ids)
             rows = cursor.fetchall()
-        claims = claims_from_rows(
+        return claims_from_rows(
             rows,
             lambda job_id: prior[decode_uuid(job_id)],
-            now,
+            admission,
             ends,
             using=self.using,
             decode_datetime=naive_utc_datetime,
-            runner=admission.runner,
         )
-        return in_claim_order(claims)

@@ -123,7 +123,7 @@ class PostgreSQLStore(OrmStore):
     def settle_and_claim(
         self, done: Sequence[tuple[Job, Any]], admission: Admission
     ) -> tuple[set[uuid.UUID], list[Claim]]:
-        if not done or admission.limit < 1 or not admission.leases:
+        if not done or admission.empty:
             return super().settle_and_claim(done, admission)
         rows, ends = self._fetch_claim(
             admission, sql.SETTLE_AND_CLAIM_SQL, sql.SETTLE_AND_CLAIM_CAPPED_SQL, done
@@ -133,7 +133,7 @@ class PostgreSQLStore(OrmStore):
         return won, self._claims(claimed, admission, ends)
 
     def claim(self, admission: Admission) -> list[Claim]:
-        if admission.limit < 1 or not admission.leases:
+        if admission.empty:
             return []
         rows, ends = self._fetch_claim(admission, sql.CLAIM_SQL, sql.CLAIM_CAPPED_SQL)
         return self._claims(rows, admission, ends)
