@@ -1,5 +1,7 @@
 """Claims under limits: a kind's `concurrency_limit`, across every runner and
-process, and a runner's own cap per queue (`runjobs --queue NAME=N`).
+process, and a runner's own cap per queue (`runjobs --queue NAME=N`), as an
+`Admission` gives them (`kind_limits`, `queue_rooms`): this module executes
+it; what a runner may take is `jobs.runner.admission`'s to say.
 
 Race-free on every database. Every claim that may take a limited kind first
 holds the kind's gate for its transaction (`Store.gated`), then counts the
