@@ -31,8 +31,8 @@ from jobs.config import JobsSettings
 from jobs.metrics.tally import forget_runner, runner_gauges, tally
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
-from jobs.runner import startup
-from jobs.runner.attempt import Attempt, lease_for
+from jobs.runner import admission, startup
+from jobs.runner.attempt import Attempt
 from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
 from jobs.runner.heartbeat import Heartbeat
@@ -79,11 +79,11 @@ class Runner:
         #: The queues this runner claims from; None for every queue.
         self.queues = tuple(queues) if queues else None
         #: This lane's share of each queue's cap (`runjobs --queue NAME=N`).
-        self.queue_caps = limits.lane_shares(queue_caps or {}, lane, lanes)
+        self.queue_caps = admission.lane_shares(queue_caps or {}, lane, lanes)
         self.using = using or DEFAULT_DB_ALIAS
         self.registry = registry if registry is not None else default_registry
         #: Each kind's `JobHandler.concurrency_limit` (class attributes: read once).
-        self.handler_limits = limits.of(self.registry)
+        self.handler_limits = admission.handler_limits(self.registry)
         self.clock = clock or jobs_clock.of(self.using)  # the database's time (`jobs.clock`)
         self.settings = settings or live_config.LiveConfig(self.using)
         self.store = for_database(self.using)
@@ -94,6 +94,10 @@ class Runner:
         self.doorbell = wakeup.doorbell.subscribe()
         self.stopping = threading.Event()
         self.slots = Slots(self.doorbell, lane, lanes)
+        #: What each pass may claim (`jobs.runner.admission`).
+        self.admissions = admission.Admissions(
+            self.presence.name, self.slots, self.queues, self.queue_caps, self.handler_limits
+        )
         self.completer = Completer(self.store, self.slots, self.clock)
         self.executor = Executor(self.registry, self.completer, self.clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
@@ -136,7 +140,7 @@ class Runner:
         log.event(
             "runner_started",
             kinds=",".join(self.registry.kinds()) or "-",
-            queues=limits.said(self.queues, self.queue_caps),
+            queues=admission.said(self.queues, self.queue_caps),
             burst=burst,
         )
         if not self._start_up():
@@ -295,25 +299,9 @@ class Runner:
         share = self.slots.share(settings)
         free = max(0, share - running)
         budgets = self.executor.budgets(settings, now)
-        leases, queues, paused = self.controls.scope(
-            {kind: lease_for(budget, settings.heartbeat) for kind, budget in budgets.items()},
-            self.queues,
-        )
+        admitted = self.admissions.for_pass(now, free, settings, budgets, self.controls, batch.rows)
         claims = self.completer.settle_done(
-            batch,
-            now,
-            lambda rows: limits.settle_and_claim(
-                self.store,
-                rows,
-                now,
-                leases,
-                free,
-                self.presence.name,
-                queues,
-                self.controls.limits(self.handler_limits, leases),
-                limits.rooms(self.queue_caps, self.slots, rows),
-                paused,
-            ),
+            batch, now, lambda rows: limits.settle_and_claim(self.store, rows, admitted)
         )
         started = self.executor.attempts(claims, settings, budgets, now)
         self.slots.started(started)

@@ -24,6 +24,13 @@ from jobs.runner.attempt import Attempt
 GATHER_SECONDS = 0.002
 
 
+def lane_share(total: int, lane: int, lanes: int) -> int:
+    """Lane `lane`'s share of `total` split between `lanes` lanes: the shares
+    add up to it, the first lanes taking one more of what does not divide."""
+    share, left_over = divmod(total, lanes)
+    return share + (1 if lane < left_over else 0)
+
+
 class _Gathering:
     """The attempts one pass started, for the next pass to wait for (`Slots.gather`).
 
@@ -64,8 +71,7 @@ class Slots:
     def share(self, settings: JobsSettings) -> int:
         """This lane's share of `max_concurrent`; the shares add up to it, so a
         process never runs more attempts than the config allows."""
-        share, left_over = divmod(settings.max_concurrent, self._lanes)
-        return share + (1 if self._lane < left_over else 0)
+        return lane_share(settings.max_concurrent, self._lane, self._lanes)
 
     def in_flight(self) -> list[Attempt]:
         """The attempts holding a slot now, in claim order."""

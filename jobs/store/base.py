@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +26,7 @@ from django.db.models import Field
 
 from jobs import history
 from jobs.models import Job, LimitedAttempt, State
+from jobs.store.admission import Admission
 from jobs.store.room import ConnectionLimit as ConnectionLimit
 from jobs.store.room import ConnectionRoom as ConnectionRoom
 from jobs.store.rows import Claim
@@ -163,18 +164,10 @@ class Store:
 
     # -- the runner's pass ---------------------------------------------------
 
-    def claim(
-        self,
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
-    ) -> list[Claim]:
-        """Claim up to `limit` ready rows of the kinds in `leases` (and, when
-        `queues` names some, in those queues only; never in `paused_queues`),
+    def claim(self, admission: Admission) -> list[Claim]:
+        """Claim up to the admission's `limit` ready rows of the kinds in its
+        `leases` (and, when its `queues` names some, in those queues only;
+        never in its `paused_queues`),
         in claim order: highest priority, then earliest `run_at`, then oldest.
         Where the store `applies_kind_caps`, at most `kind_caps[kind]` rows of
         each kind it names (the first in claim order; others are taken in
@@ -192,17 +185,9 @@ class Store:
         raise NotImplementedError
 
     def settle_and_claim(
-        self,
-        done: Sequence[tuple[Job, Any]],
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
+        self, done: Sequence[tuple[Job, Any]], admission: Admission
     ) -> tuple[set[uuid.UUID], list[Claim]]:
-        """`complete_many(done)` then `claim(...)`: the runner's pass, as few round
+        """`complete_many(done)` then `claim(admission)`: the runner's pass, as few round
         trips as the vendor allows, in one transaction (one commit per pass).
         Returns the settled ids and the claims."""
         raise NotImplementedError

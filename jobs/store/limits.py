@@ -1,5 +1,7 @@
 """Claims under limits: a kind's `concurrency_limit`, across every runner and
-process, and a runner's own cap per queue (`runjobs --queue NAME=N`).
+process, and a runner's own cap per queue (`runjobs --queue NAME=N`), as an
+`Admission` gives them (`kind_limits`, `queue_rooms`): this module executes
+it; what a runner may take is `jobs.runner.admission`'s to say.
 
 Race-free on every database. Every claim that may take a limited kind first
 holds the kind's gate for its transaction (`Store.gated`), then counts the
@@ -29,18 +31,14 @@ lower priorities of other kinds are claimed, as the rule asks.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from jobs.models import Job
+from jobs.store.admission import Admission
 from jobs.store.base import Store
 from jobs.store.rows import Claim, in_claim_order, placeholders
-
-if TYPE_CHECKING:
-    from jobs.handlers import JobHandler
-
 
 #: Each `LimitedAttempt` of the given kinds, and whether its attempt still
 #: runs (its job is `running` on that attempt, under a lease not yet ended).
@@ -72,45 +70,6 @@ def running(store: Store, kinds: Sequence[str], now: datetime) -> tuple[dict[str
             else:
                 ended.append(job_id)
     return counts, ended
-
-
-def of(handlers: Iterable[JobHandler]) -> dict[str, int]:
-    """The concurrency limit of each kind whose handler sets one."""
-    return {
-        handler.kind: handler.concurrency_limit
-        for handler in handlers
-        if handler.concurrency_limit is not None
-    }
-
-
-def lane_shares(caps: Mapping[str, int], lane: int, lanes: int) -> dict[str, int]:
-    """Lane `lane`'s share of each queue's cap, the shares adding up to it (as
-    `max_concurrent` is shared between lanes)."""
-    shares = {}
-    for queue, cap in caps.items():
-        share, left_over = divmod(cap, lanes)
-        shares[queue] = share + (1 if lane < left_over else 0)
-    return shares
-
-
-def rooms(
-    caps: Mapping[str, int], slots: Any, settling: Iterable[tuple[Job, Any]]
-) -> dict[str, int]:
-    """The slots each capped queue may still take: its cap less the attempts of
-    it holding one of `slots` (`jobs.runner.slots.Slots`), those this pass
-    settles (`settling`) giving theirs back."""
-    if not caps:
-        return {}
-    taken = Counter(attempt.job.queue for attempt in slots.in_flight())
-    taken.subtract(job.queue for job, _ in settling)
-    return {queue: max(0, cap - taken[queue]) for queue, cap in caps.items()}
-
-
-def said(queues: Sequence[str] | None, caps: Mapping[str, int]) -> str:
-    """The queues served, as `runner_started` logs them: `emails=2,reports`, or `all`."""
-    if not queues:
-        return "all"
-    return ",".join(f"{queue}={caps[queue]}" if queue in caps else queue for queue in queues)
 
 
 #: Delete the given `LimitedAttempt` rows; insert one.
@@ -151,24 +110,16 @@ def hold(
 
 
 def settle_and_claim(
-    store: Store,
-    done: Sequence[tuple[Job, Any]],
-    now: datetime,
-    leases: Mapping[str, timedelta],
-    free: int,
-    runner: str,
-    queues: Sequence[str] | None,
-    kind_limits: Mapping[str, int],
-    queue_rooms: Mapping[str, int],
-    paused_queues: Sequence[str] = (),
+    store: Store, done: Sequence[tuple[Job, Any]], admission: Admission
 ) -> tuple[set[uuid.UUID], list[Claim]]:
-    """`Store.settle_and_claim` within `kind_limits` (each limited kind's
-    cluster-wide limit) and `queue_rooms` (the slots this runner may still
-    give each capped queue of `queues`), in one transaction; the store's own
-    when there is neither."""
+    """`Store.settle_and_claim` within the admission's `kind_limits` (each
+    limited kind's cluster-wide limit) and `queue_rooms` (the slots this
+    runner may still give each capped queue of its `queues`), in one
+    transaction; the store's own when there is neither."""
+    now, leases, kind_limits = admission.now, admission.leases, admission.kind_limits
     limited = sorted(kind for kind in kind_limits if kind in leases)
-    if not limited and not queue_rooms:
-        return store.settle_and_claim(done, now, leases, free, runner, queues, paused_queues)
+    if not limited and not admission.queue_rooms:
+        return store.settle_and_claim(done, admission)
     with store.gated(limited) as gated:
         counts, ended = running(store, sorted(gated), now) if gated else ({}, [])
         rooms: dict[str, int] = {
@@ -179,7 +130,8 @@ def settle_and_claim(
             for kind, lease in leases.items()
             if kind not in kind_limits or rooms.get(kind, 0) > 0
         }
-        queue_room = dict(queue_rooms)
+        queue_room = dict(admission.queue_rooms)
+        queues = admission.queues
         served = None if queues is None else [q for q in queues if queue_room.get(q, 1) > 0]
         won: set[uuid.UUID] = set()
         claims: list[Claim] = []
@@ -191,20 +143,18 @@ def settle_and_claim(
             caps = {kind: rooms[kind] for kind in kinds if kind in rooms}
             step = min(
                 [
-                    free - len(claims),
+                    admission.limit - len(claims),
                     *(() if store.applies_kind_caps else caps.values()),
                     *(queue_room[queue] for queue in served or () if queue in queue_room),
                 ]
             )
             if step <= 0:
                 break
-            capped = caps if store.applies_kind_caps else None
+            one = admission.narrowed(kinds, step, served, caps if store.applies_kind_caps else None)
             if settled:
-                taken = store.claim(now, kinds, step, runner, served, paused_queues, capped)
+                taken = store.claim(one)
             else:
-                won, taken = store.settle_and_claim(
-                    done, now, kinds, step, runner, served, paused_queues, capped
-                )
+                won, taken = store.settle_and_claim(done, one)
                 settled = True
             claims += taken
             for claim in taken:

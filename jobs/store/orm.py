@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -25,8 +25,9 @@ from jobs import history
 from jobs.config import BOUNDS
 from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
 from jobs.storable import storable_text
+from jobs.store.admission import Admission
 from jobs.store.base import NewJob, Store
-from jobs.store.rows import Claim
+from jobs.store.rows import Claim, lease_ends, placeholders, queue_filter, queue_params
 
 _ATTEMPTS = BOUNDS["max_attempts"]
 
@@ -68,6 +69,27 @@ class OrmStore(Store):
         which it fails with. Each savepoint was two more statements a pass, and
         two more lines in DEBUG's query log."""
         return transaction.atomic(using=self.using, savepoint=False)
+
+    def ready_scope(
+        self, admission: Admission, column: str
+    ) -> tuple[Any, list[Any], dict[str, str]]:
+        """For a claim written by hand (SQLite's, MySQL's): `now` prepared, the
+        ready condition's parameters (`now`, the admission's kinds and queues
+        as `queue_params` orders them, `now`) and the `{kinds}` and `{queues}`
+        conditions they fill (`column` names the queue column)."""
+        at = self.prepare("run_at", admission.now)
+        kinds, queues, paused = admission.leases, admission.queues, admission.paused_queues
+        scope = {"kinds": placeholders(len(kinds)), "queues": queue_filter(column, queues, paused)}
+        return at, [at, *kinds, *queue_params(queues, paused), at], scope
+
+    def lease_cases(self, admission: Admission) -> tuple[dict[str, datetime], str, list[Any]]:
+        """For a claim written by hand: each kind's end of lease (`lease_ends`),
+        and the `CASE kind` arms that write it, with their parameters."""
+        ends = lease_ends(admission.now, admission.leases)
+        params: list[Any] = []
+        for kind, end in ends.items():
+            params += [kind, self.prepare("lease_expires_at", end)]
+        return ends, " ".join(["WHEN %s THEN %s"] * len(ends)), params
 
     def results_case(
         self, pairs: Sequence[tuple[Sequence[Any], Any]], match: str, column: str
@@ -119,22 +141,13 @@ class OrmStore(Store):
     # -- the runner's pass ---------------------------------------------------
 
     def settle_and_claim(
-        self,
-        done: Sequence[tuple[Job, Any]],
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
+        self, done: Sequence[tuple[Job, Any]], admission: Admission
     ) -> tuple[set[uuid.UUID], list[Claim]]:
-        args = (now, leases, limit, runner, queues, paused_queues, kind_caps)
         if not done:
-            return set(), self.claim(*args)
+            return set(), self.claim(admission)
         with transaction.atomic(using=self.using):
-            won = self.complete_many(done, now)
-            return won, self.claim(*args)
+            won = self.complete_many(done, admission.now)
+            return won, self.claim(admission)
 
     # -- fenced settles ------------------------------------------------------
 

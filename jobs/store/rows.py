@@ -24,6 +24,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive, make_aware, make_naive
 
 from jobs.models import Job
+from jobs.store.admission import Admission
 
 
 @dataclass
@@ -178,15 +179,15 @@ def claim_from_row(
 def claims_from_rows(
     rows: Sequence[Sequence[Any]],
     prior: Callable[[Any], Sequence[Any]],
-    now: datetime,
+    admission: Admission,
     ends: Mapping[str, datetime],
     *,
     using: str,
     decode_datetime: DatetimeDecoder,
-    runner: str,
 ) -> list[Claim]:
-    """`claim_from_row` for each claimed row, where `prior(id)` gives what its
-    ready read saw before the claim: (state, claimed_by, started_at)."""
+    """`claim_from_row` for each row `admission`'s claim took, in claim order,
+    where `prior(id)` gives what its ready read saw before the claim:
+    (state, claimed_by, started_at)."""
     claims = []
     for row in rows:
         state, previous_runner, previous_start = prior(row[0])
@@ -194,15 +195,15 @@ def claims_from_rows(
             claim_from_row(
                 row,
                 state == "running",
-                now,
+                admission.now,
                 ends,
                 using=using,
                 decode_datetime=decode_datetime,
-                runner=runner,
+                runner=admission.runner,
                 previous=(previous_runner, previous_start),
             )
         )
-    return claims
+    return in_claim_order(claims)
 
 
 def _previous_attempt(

@@ -9,11 +9,12 @@ repeats the ready condition, so it stays correct even without the lock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from jobs.models import Job
+from jobs.store.admission import Admission
 from jobs.store.orm import OrmStore
 from jobs.store.rows import (
     CLAIM_COLUMNS,
@@ -21,11 +22,7 @@ from jobs.store.rows import (
     Claim,
     claims_from_rows,
     decode_uuid,
-    in_claim_order,
-    lease_ends,
     placeholders,
-    queue_filter,
-    queue_params,
     text_datetime,
 )
 
@@ -126,25 +123,11 @@ class SQLiteStore(OrmStore):
             cursor.execute(sql, params)
             return {decode_uuid(row[0]) for row in cursor.fetchall()}
 
-    def claim(
-        self,
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
-    ) -> list[Claim]:
-        if limit < 1 or not leases:
+    def claim(self, admission: Admission) -> list[Claim]:
+        if admission.empty:
             return []
-        kinds = list(leases)
-        at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
-        scope = {
-            "kinds": placeholders(len(kinds)),
-            "queues": queue_filter("+queue", queues, paused_queues),
-        }
+        limit = admission.limit
+        at, ready_params, scope = self.ready_scope(admission, "+queue")
         with self.pass_transaction(), self.runner_cursor() as cursor:
             prior: dict[str, tuple[Any, ...]] = {}
             level: int | None = _ABOVE_ALL
@@ -160,24 +143,15 @@ class SQLiteStore(OrmStore):
                 prior.update((str(row[0]), row[1:]) for row in cursor.fetchall())
             if not prior:
                 return []
-            ends = lease_ends(now, leases)
-            lease_params: list[Any] = []
-            for kind in kinds:
-                lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
-            sql = CLAIM_SQL.format(
-                lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
-                ids=placeholders(len(prior)),
-                **scope,
-            )
-            cursor.execute(sql, [*lease_params, at, at, runner, *prior, *ready_params])
+            ends, lease_cases, lease_params = self.lease_cases(admission)
+            sql = CLAIM_SQL.format(lease_cases=lease_cases, ids=placeholders(len(prior)), **scope)
+            cursor.execute(sql, [*lease_params, at, at, admission.runner, *prior, *ready_params])
             rows = cursor.fetchall()
-        claims = claims_from_rows(
+        return claims_from_rows(
             rows,
             lambda job_id: prior[decode_uuid(job_id).hex],
-            now,
+            admission,
             ends,
             using=self.using,
             decode_datetime=text_datetime,
-            runner=runner,
         )
-        return in_claim_order(claims)

@@ -276,3 +276,17 @@ def test_the_statement_finder_finds_an_execute_a_notifier_might_write(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def listen(conn):\n    conn.execute('LISTEN jobs_wakeup')\n")
     assert _executes(source) == ["conn.execute"]
+
+
+def test_no_module_of_the_store_imports_the_runner_the_admin_or_the_cli():
+    """The store executes what it is asked (an admission, a settle) and never
+    reaches up into who asks: `jobs.runner`, `jobs.admin`, `jobs.cli*`."""
+    graph = _graph()
+    store = [name for name in graph if name == "jobs.store" or name.startswith("jobs.store.")]
+    assert "jobs.store.limits" in store, "the store's modules are found"
+    upward = ("jobs.runner", "jobs.admin", "jobs.cli")
+    reaching = {
+        name: sorted(target for target in graph[name] if target.startswith(upward))
+        for name in store
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}

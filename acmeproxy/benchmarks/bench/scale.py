@@ -21,6 +21,7 @@ from django.utils import timezone
 from acmeproxy.benchmarks.bench import stage
 from acmeproxy.benchmarks.bench.measure import SCALE, Result
 from jobs.store import for_database
+from jobs.store.admission import Admission
 
 KIND = "bench.scale"
 HISTORY = "bench.history"
@@ -33,7 +34,7 @@ def _claim_cost(samples: int) -> float:
     times = []
     for _ in range(samples):
         started = time.perf_counter()
-        claims = store.claim(timezone.now(), lease, 8)
+        claims = store.claim(Admission(timezone.now(), lease, 8))
         times.append(time.perf_counter() - started)
         assert len(claims) == 8, "enough ready rows for every sample"
     return statistics.median(times)

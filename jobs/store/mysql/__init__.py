@@ -23,14 +23,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, transaction
 
 from jobs.models import Job
+from jobs.store.admission import Admission
 from jobs.store.base import (
     RENEW_LOCK_TIMEOUT,
     ConnectionLimit,
@@ -45,12 +46,8 @@ from jobs.store.rows import (
     Claim,
     claims_from_rows,
     decode_uuid,
-    in_claim_order,
-    lease_ends,
     naive_utc_datetime,
     placeholders,
-    queue_filter,
-    queue_params,
 )
 
 
@@ -290,31 +287,22 @@ class MySQLStore(OrmStore):
             cursor.execute(sql.CLOCK_SQL)
             return cursor.fetchone()[0].replace(tzinfo=UTC)  # type: ignore[no-any-return]
 
-    def claim(
-        self,
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
-    ) -> list[Claim]:
-        if limit < 1 or not leases:
+    def claim(self, admission: Admission) -> list[Claim]:
+        if admission.empty:
             return []
-        kinds = list(leases)
-        at = self.prepare("run_at", now)
-        ready_params: list[Any] = [at, *kinds, *queue_params(queues, paused_queues), at]
-        scope = {
-            "kinds": placeholders(len(kinds)),
-            "queues": queue_filter("`queue`", queues, paused_queues),
-        }
+        limit = admission.limit
+        at, ready_params, scope = self.ready_scope(admission, "`queue`")
         with self.pass_transaction(), self.runner_cursor() as cursor:
             candidates = select_ready(
-                cursor, at, kinds, limit * sql.CANDIDATES_PER_ROW, queues, paused_queues
+                cursor,
+                at,
+                list(admission.leases),
+                limit * sql.CANDIDATES_PER_ROW,
+                admission.queues,
+                admission.paused_queues,
             )
             prior: dict[uuid.UUID, tuple[Any, ...]] = {}
-            rooms = dict(kind_caps or {})
+            rooms = dict(admission.kind_caps or {})
             # In claim order, a chunk the size of what is still wanted at a
             # time: the rows a chunk finds locked (another runner's claim) or
             # no longer ready are made up from the next chunk. A capped kind
@@ -335,26 +323,18 @@ class MySQLStore(OrmStore):
             if not prior:
                 return []
             ids = [self.prepare("id", job_id) for job_id in prior]
-            ends = lease_ends(now, leases)
-            lease_params: list[Any] = []
-            for kind in kinds:
-                lease_params += [kind, self.prepare("lease_expires_at", ends[kind])]
+            ends, lease_cases, lease_params = self.lease_cases(admission)
             cursor.execute(
-                sql.CLAIM_SQL.format(
-                    lease_cases=" ".join(["WHEN %s THEN %s"] * len(kinds)),
-                    ids=placeholders(len(ids)),
-                ),
-                [*lease_params, at, at, runner, *ids],
+                sql.CLAIM_SQL.format(lease_cases=lease_cases, ids=placeholders(len(ids))),
+                [*lease_params, at, at, admission.runner, *ids],
             )
             cursor.execute(sql.CLAIMED_SQL.format(ids=placeholders(len(ids))), ids)
             rows = cursor.fetchall()
-        claims = claims_from_rows(
+        return claims_from_rows(
             rows,
             lambda job_id: prior[decode_uuid(job_id)],
-            now,
+            admission,
             ends,
             using=self.using,
             decode_datetime=naive_utc_datetime,
-            runner=runner,
         )
-        return in_claim_order(claims)

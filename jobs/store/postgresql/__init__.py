@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.models import Job
 from jobs.spec import strict_json
+from jobs.store.admission import Admission
 from jobs.store.base import (
     RENEW_LOCK_TIMEOUT,
     ConnectionLimit,
@@ -121,71 +122,53 @@ class PostgreSQLStore(OrmStore):
         return {row[0] for row in rows}
 
     def settle_and_claim(
-        self,
-        done: Sequence[tuple[Job, Any]],
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
+        self, done: Sequence[tuple[Job, Any]], admission: Admission
     ) -> tuple[set[uuid.UUID], list[Claim]]:
-        if not done or limit < 1 or not leases:
-            return super().settle_and_claim(
-                done, now, leases, limit, runner, queues, paused_queues, kind_caps
-            )
-        ends = lease_ends(now, leases)
-        params = {
-            **_claim_params(now, ends, limit, runner, queues, paused_queues, kind_caps),
-            **_settle_params(done),
-        }
-        rows = driver.fetch(
-            self.connection,
-            sql.SETTLE_AND_CLAIM_CAPPED_SQL if kind_caps else sql.SETTLE_AND_CLAIM_SQL,
-            params,
-            planner_settings=True,
-            claimed_rows=True,
-            quiet=True,
+        if not done or admission.empty:
+            return super().settle_and_claim(done, admission)
+        rows, ends = self._fetch_claim(
+            admission, sql.SETTLE_AND_CLAIM_SQL, sql.SETTLE_AND_CLAIM_CAPPED_SQL, done
         )
         won = {row[1] for row in rows if row[0] == "settled"}
         claimed = [row[1:] for row in rows if row[0] == "claimed"]
-        return won, self._claims(claimed, now, ends, runner)
+        return won, self._claims(claimed, admission, ends)
 
-    def claim(
-        self,
-        now: datetime,
-        leases: Mapping[str, timedelta],
-        limit: int,
-        runner: str = "",
-        queues: Sequence[str] | None = None,
-        paused_queues: Sequence[str] = (),
-        kind_caps: Mapping[str, int] | None = None,
-    ) -> list[Claim]:
-        if limit < 1 or not leases:
+    def claim(self, admission: Admission) -> list[Claim]:
+        if admission.empty:
             return []
-        ends = lease_ends(now, leases)
-        params = _claim_params(now, ends, limit, runner, queues, paused_queues, kind_caps)
+        rows, ends = self._fetch_claim(admission, sql.CLAIM_SQL, sql.CLAIM_CAPPED_SQL)
+        return self._claims(rows, admission, ends)
+
+    def _fetch_claim(
+        self,
+        admission: Admission,
+        statement: str,
+        capped: str,
+        done: Sequence[tuple[Job, Any]] = (),
+    ) -> tuple[list[tuple[Any, ...]], dict[str, datetime]]:
+        """The rows of the claim's `statement` (`capped` where the admission
+        caps kinds), settling `done` in it when there are some, and the end
+        of each kind's lease it wrote."""
+        ends = lease_ends(admission.now, admission.leases)
+        params = _claim_params(admission, ends)
+        if done:
+            params.update(_settle_params(done))
         rows = driver.fetch(
             self.connection,
-            sql.CLAIM_CAPPED_SQL if kind_caps else sql.CLAIM_SQL,
+            capped if admission.kind_caps else statement,
             params,
             planner_settings=True,
             claimed_rows=True,
             quiet=True,
         )
-        return self._claims(rows, now, ends, runner)
+        return rows, ends
 
     def _claims(
-        self,
-        rows: Sequence[Sequence[Any]],
-        now: datetime,
-        ends: Mapping[str, datetime],
-        runner: str,
+        self, rows: Sequence[Sequence[Any]], admission: Admission, ends: Mapping[str, datetime]
     ) -> list[Claim]:
         """Claims from a claim's rows (its columns, then what each row was
         before: its state, runner and start), oldest `run_at` first."""
-        using = self.using
+        using, now, runner = self.using, admission.now, admission.runner
         claims = [
             claim_from_row(
                 row[:-1],
@@ -329,29 +312,22 @@ def _insert_many_params(rows: Sequence[NewJob]) -> list[Any]:
     ]
 
 
-def _claim_params(
-    now: datetime,
-    ends: Mapping[str, datetime],
-    limit: int,
-    runner: str,
-    queues: Sequence[str] | None,
-    paused_queues: Sequence[str],
-    kind_caps: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
+def _claim_params(admission: Admission, ends: Mapping[str, datetime]) -> dict[str, Any]:
     """What the claim reads: the clock, each kind with its end of lease
     (`lease_ends`) as array literals, the limit, the claiming runner's name,
     the queues it serves (NULL for all) and those paused (an empty array
     for none: the prepared statement's plan is one for every pass)."""
+    kind_caps, queues = admission.kind_caps or {}, admission.queues
     kinds = list(ends)
-    capped = list(kind_caps or {})
+    capped = list(kind_caps)
     return {
         "cap_kinds": array_literal(capped),
-        "caps": plain_array_literal(str((kind_caps or {})[kind]) for kind in capped),
-        "now": now,
-        "runner": runner,
+        "caps": plain_array_literal(str(kind_caps[kind]) for kind in capped),
+        "now": admission.now,
+        "runner": admission.runner,
         "kinds": array_literal(kinds),
         "queues": array_literal(queues) if queues else None,
-        "paused": array_literal(paused_queues),
+        "paused": array_literal(admission.paused_queues),
         "expires": plain_array_literal(ends[kind].isoformat() for kind in kinds),
-        "limit": limit,
+        "limit": admission.limit,
     }

@@ -26,6 +26,7 @@ import jobs.admin.large_table
 from jobs import history
 from jobs.models import Job, State
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests.factories import RECORDED, make_job
 from tests.integration.admin.support import act, changelist, make_runner, messages_of, rows
 from tests.jobapp.models import Abandonment
@@ -465,7 +466,7 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(
 def test_cancel_of_a_running_job_makes_its_late_settle_lose(admin_client):
     make_job("k", run_at=timezone.now() - timedelta(seconds=1))
     store = for_database()
-    [claim] = store.claim(timezone.now(), {RECORDED: timedelta(minutes=5)}, 1)
+    [claim] = store.claim(Admission(timezone.now(), {RECORDED: timedelta(minutes=5)}, 1))
     act(admin_client, "cancel", claim.job, post="yes")
     assert store.complete(claim.job, timezone.now()) is False, (
         "the attempt that was running no longer owns the row"

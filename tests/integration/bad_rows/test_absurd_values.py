@@ -18,6 +18,7 @@ from jobs.runner.attempt import Attempt
 from jobs.runner.completer import Completer
 from jobs.runner.slots import Slots
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests.helpers import running, wait_until
 from tests.integration.bad_rows.support import (
     EARLIEST,
@@ -118,7 +119,7 @@ def test_a_retry_whose_backoff_would_pass_year_9999_retires_the_job_saying_why(h
     configure(retry_base_seconds=3600, retry_max_seconds=3600)
     queue("k")
     store = for_database()
-    claim = store.claim(timezone.now(), {KIND: LEASE}, 1)[0]
+    claim = store.claim(Admission(timezone.now(), {KIND: LEASE}, 1))[0]
     attempt = Attempt(claim, handler, JobsConfig.load().as_settings(), LEASE, timezone.now())
     near_the_end = LATEST - timedelta(minutes=1)
     completer = Completer(store, Slots(Event()), clock=lambda: near_the_end)

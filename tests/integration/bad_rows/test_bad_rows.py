@@ -26,6 +26,7 @@ from django.utils import timezone
 from jobs import JobSpec, enqueue
 from jobs.models import Job, State
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests.conftest import on_postgresql
 from tests.integration.bad_rows.support import EARLIEST, KIND, LATEST, _Sink, queue, reloaded
 
@@ -143,7 +144,7 @@ def test_the_claim_returns_every_row_of_its_batch_marking_only_the_unusable_one(
     for key in keys:
         queue(key)
     write_payload_by_hand(Job.objects.get(key="b"), "[]")
-    claims = for_database().claim(timezone.now(), {KIND: timedelta(minutes=5)}, 10)
+    claims = for_database().claim(Admission(timezone.now(), {KIND: timedelta(minutes=5)}, 10))
     assert sorted(claim.job.key for claim in claims) == keys, "every ready row was claimed"
     unusable = {claim.job.key: claim.unusable for claim in claims}
     assert unusable["a"] is None, "a good row is usable"

@@ -22,6 +22,7 @@ from jobs.models import Job, State
 from jobs.operations import cancel, retry, run_now
 from jobs.registry import Registry
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -253,7 +254,7 @@ def test_cancel_skips_settled_and_missing_jobs_saying_why(
 def test_cancel_makes_the_running_attempts_late_settle_lose(registry):
     make_job("k", run_at=timezone.now() - timedelta(seconds=1))
     store = for_database()
-    [claim] = store.claim(timezone.now(), {KIND: timedelta(minutes=5)}, 1)
+    [claim] = store.claim(Admission(timezone.now(), {KIND: timedelta(minutes=5)}, 1))
     cancel([claim.job.id], by="alice", registry=registry)
     now = timezone.now()
     assert store.complete(claim.job, now) is False, "its done is discarded"

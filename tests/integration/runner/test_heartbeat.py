@@ -20,6 +20,7 @@ from jobs.models import Job, RunnerProcess, State
 from jobs.registry import Registry
 from jobs.runner.presence import Presence
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests.helpers import running, wait_until
 from tests.integration.runner.support import T0, Blocks
 
@@ -133,7 +134,7 @@ def test_an_attempt_whose_lease_ran_out_before_a_renewal_got_through_is_given_up
     assert lease_of("late") == lease, "not renewed: another runner may be running it by now"
     [lost] = events(caplog, "job_lease_lost")
     assert (lost["key"], "ran out" in lost["reason"]) == ("late", True)
-    [taken] = for_database().claim(moment[0], {Blocks.kind: timedelta(minutes=5)}, 1)
+    [taken] = for_database().claim(Admission(moment[0], {Blocks.kind: timedelta(minutes=5)}, 1))
     assert taken.job.attempts == 2, "another runner took the row"
     blocked.release.set()
     assert wait_until(lambda: runner.completer.waiting() == 1, 5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from django.utils import timezone
 from jobs import Done, JobSpec, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.runner import slots
+from jobs.store.admission import Admission
 from tests.helpers import start_loop, wait_until
 from tests.integration.runner.support import (
     WAIT,
@@ -92,8 +93,8 @@ def test_the_slots_short_attempts_free_are_claimed_together_by_the_next_pass(
     passes: list[tuple[int, int]] = []
     settle_and_claim = runner.store.settle_and_claim
 
-    def recorded(done: Any, now: datetime, leases: Any, limit: int, *args: Any) -> Any:
-        won, claims = settle_and_claim(done, now, leases, limit, *args)
+    def recorded(done: Any, admission: Admission) -> Any:
+        won, claims = settle_and_claim(done, admission)
         passes.append((len(won), len(claims)))
         return won, claims
 

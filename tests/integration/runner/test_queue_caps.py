@@ -7,7 +7,7 @@ import pytest
 
 from jobs import JobSpec, enqueue
 from jobs.models import Job
-from jobs.store import limits
+from jobs.runner import admission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,7 +34,7 @@ def test_a_capped_queue_holds_at_most_its_cap_of_the_runners_slots_and_others_ta
 
 
 def test_a_queues_cap_is_shared_between_lanes_adding_up_to_it():
-    assert [limits.lane_shares({"emails": 3}, lane, 2) for lane in (0, 1)] == [
+    assert [admission.lane_shares({"emails": 3}, lane, 2) for lane in (0, 1)] == [
         {"emails": 2},
         {"emails": 1},
     ]

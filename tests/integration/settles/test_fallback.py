@@ -11,6 +11,7 @@ from django.db import DatabaseError
 from jobs import Done
 from jobs.models import State
 from jobs.runner import outcomes
+from jobs.store.admission import Admission
 from tests.integration.runner.support import events
 from tests.integration.settles.support import Bad, Good, nested, queue_mixed, rows, vendor
 
@@ -58,11 +59,11 @@ def test_a_batch_whose_statement_fails_settles_each_row_alone_then_the_pass_stil
     real = runner.store.settle_and_claim
     calls: list[tuple[int, int, int]] = []  # (rows settled, slots claimed into, pass)
 
-    def fails_once_with_a_batch(done: Any, now: Any, leases: Any, limit: int, *rest: Any) -> Any:
-        calls.append((len(done), limit, runner.passes))
+    def fails_once_with_a_batch(done: Any, admission: Admission) -> Any:
+        calls.append((len(done), admission.limit, runner.passes))
         if done and len([c for c in calls if c[0]]) == 1:
             raise DatabaseError("the batch's statement failed")
-        return real(done, now, leases, limit, *rest)
+        return real(done, admission)
 
     runner.store.settle_and_claim = fails_once_with_a_batch
     queue_mixed(12, [])

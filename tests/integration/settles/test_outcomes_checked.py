@@ -16,6 +16,7 @@ from jobs.handlers import RESULT_MAX_BYTES
 from jobs.models import State
 from jobs.storable import Unstorable, json_text
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests.integration.settles.support import Bad, Good, nested, queue_mixed, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,7 +207,9 @@ def test_every_result_this_database_refuses_is_refused_before_its_settle(bad, re
     store = for_database()
     queue_mixed(0, list(CANDIDATES))
     now = timezone.now()
-    claims = {c.job.key: c.job for c in store.claim(now, {Bad.kind: timedelta(minutes=5)}, 10)}
+    claims = {
+        c.job.key: c.job for c in store.claim(Admission(now, {Bad.kind: timedelta(minutes=5)}, 10))
+    }
     assert set(claims) == set(CANDIDATES)
     refused = []
     for name, result in CANDIDATES.items():

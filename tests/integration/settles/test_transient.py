@@ -210,12 +210,15 @@ def test_a_batch_whose_rows_cannot_reach_the_database_waits_out_one_set_of_tries
     runner.store.complete_many = complete_many
     runner.drain()
 
-    (fallback,) = events(caplog, "job_batch_settle_failed")
     assert len(no_pauses) == len(PAUSES), "one set of pauses, not one per row"
+    batch = fields(events(caplog, "job_settle_retried")[0])["rows"]
+    if batch > 1:  # a batch of one has been tried alone already
+        (fallback,) = events(caplog, "job_batch_settle_failed")
+        assert fields(fallback)["rows"] == batch
     failed = events(caplog, "job_settle_failed")
-    assert len(failed) == fields(fallback)["rows"], "every row of that batch is left to its lease"
+    assert len(failed) == batch, "every row of that batch is left to its lease"
     left = [row for row in rows(Good.kind).values() if row.state == State.RUNNING]
-    assert len(left) == fields(fallback)["rows"]
+    assert len(left) == batch
 
 
 def test_done_attempts_waiting_when_the_runner_stops_are_settled_trying_again(

@@ -17,6 +17,7 @@ from typing import Any
 from jobs import JobSpec, enqueue
 from jobs.models import LIVE_STATES, Job, State
 from jobs.store import Claim, Store
+from jobs.store.admission import Admission
 
 #: A fixed instant far from the real clock, so nothing depends on when tests run.
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -52,6 +53,6 @@ def settled_row(key: str, finished_at: datetime, state: str = State.DONE) -> Job
 
 
 def claim_one(store: Store, now: datetime = T0, lease: timedelta = LEASE) -> Claim:
-    claims = store.claim(now, {KIND: lease}, 10)
+    claims = store.claim(Admission(now, {KIND: lease}, 10))
     assert len(claims) == 1, f"exactly one row was ready at {now}, claimed {claims}"
     return claims[0]

@@ -13,6 +13,7 @@ from django.db import connections, transaction
 
 from jobs.models import Job, State
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from tests.integration.store.support import KIND, LEASE, T0, claim_one, live, queue, row
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def test_claim_takes_queued_rows_that_are_due_and_leaves_future_rows_untouched(s
     future = queue("future", run_at=T0 + timedelta(seconds=1))
     before = row(future)
 
-    claimed = {c.job.id for c in store.claim(T0, {KIND: LEASE}, 10)}
+    claimed = {c.job.id for c in store.claim(Admission(T0, {KIND: LEASE}, 10))}
 
     assert claimed == {due.id, exactly_now.id}, "a row is ready once run_at <= now"
     assert row(future) == before, "a row whose run_at is still ahead is not touched at all"
@@ -38,7 +39,7 @@ def test_claim_counts_the_attempt_and_writes_each_kinds_own_lease(store):
     queue("b", kind=OTHER_KIND)
     leases = {KIND: timedelta(minutes=5), OTHER_KIND: timedelta(seconds=42)}
 
-    claims = {c.job.kind: c for c in store.claim(T0, leases, 10)}
+    claims = {c.job.kind: c for c in store.claim(Admission(T0, leases, 10))}
 
     assert set(claims) == {KIND, OTHER_KIND}
     for kind, lease in leases.items():
@@ -57,7 +58,7 @@ def test_claim_returns_at_most_limit_rows_and_takes_the_oldest_run_at_first(stor
     offsets = [3, 1, 5, 2, 4]
     jobs = {n: queue(f"k{n}", run_at=T0 - timedelta(minutes=n)) for n in offsets}
 
-    claims = store.claim(T0, {KIND: LEASE}, 3)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 3))
 
     assert len(claims) == 3, "a claim never returns more rows than its limit"
     assert {c.job.id for c in claims} == {jobs[n].id for n in (5, 4, 3)}, (
@@ -74,7 +75,7 @@ def test_claim_lists_the_claimed_rows_in_claim_order(store):
     for n in offsets:
         queue(f"k{n}", run_at=T0 - timedelta(minutes=n))
 
-    claims = store.claim(T0, {KIND: LEASE}, 10)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 10))
 
     run_ats = [c.job.run_at for c in claims]
     assert run_ats == sorted(run_ats), "a claim lists its rows oldest run_at first"
@@ -84,7 +85,7 @@ def test_claim_returns_only_kinds_it_was_given_a_lease_for(store):
     mine = queue("mine")
     unknown = queue("theirs", kind="test.store.unknown")
 
-    claims = store.claim(T0, {KIND: LEASE}, 10)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 10))
 
     assert [c.job.id for c in claims] == [mine.id]
     stored = Job.objects.get(id=unknown.id)
@@ -95,8 +96,8 @@ def test_claim_returns_only_kinds_it_was_given_a_lease_for(store):
 def test_claim_with_no_kinds_or_no_room_claims_nothing(store):
     queue("k")
 
-    assert store.claim(T0, {}, 10) == [], "no handlers, no claim"
-    assert store.claim(T0, {KIND: LEASE}, 0) == [], "no free slot, no claim"
+    assert store.claim(Admission(T0, {}, 10)) == [], "no handlers, no claim"
+    assert store.claim(Admission(T0, {KIND: LEASE}, 0)) == [], "no free slot, no claim"
     assert live(KIND, "k").attempts == 0, "nothing was counted"
 
 
@@ -104,7 +105,7 @@ def test_a_claimed_job_holds_what_the_orm_would_load_for_its_row(store):
     """The claim builds its `Job` without `Model.__init__`; it must still be
     the same instance the ORM would give for the row, field by field."""
     queue("k", payload={"order": 7}, deadline=T0 + timedelta(hours=1))
-    (claim,) = store.claim(T0, {KIND: LEASE}, 1)
+    (claim,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
     loaded = Job.objects.get(id=claim.job.id)
 
     for field in Job._meta.concrete_fields:
@@ -123,7 +124,7 @@ def test_a_running_row_is_reclaimed_once_its_lease_has_expired_and_not_before(st
     queue("k")
     first = claim_one(store, T0, timedelta(minutes=1))
 
-    assert store.claim(T0 + timedelta(seconds=59), {KIND: LEASE}, 10) == [], (
+    assert store.claim(Admission(T0 + timedelta(seconds=59), {KIND: LEASE}, 10)) == [], (
         "a row whose lease still runs belongs to its runner"
     )
     later = T0 + timedelta(minutes=2)
@@ -139,9 +140,9 @@ def test_two_sequential_claims_never_return_the_same_row(store):
     for n in range(5):
         queue(f"k{n}")
 
-    first = store.claim(T0, {KIND: LEASE}, 3)
-    second = store.claim(T0, {KIND: LEASE}, 10)
-    third = store.claim(T0, {KIND: LEASE}, 10)
+    first = store.claim(Admission(T0, {KIND: LEASE}, 3))
+    second = store.claim(Admission(T0, {KIND: LEASE}, 10))
+    third = store.claim(Admission(T0, {KIND: LEASE}, 10))
 
     first_ids = {c.job.id for c in first}
     second_ids = {c.job.id for c in second}
@@ -169,7 +170,7 @@ def test_concurrent_claims_on_their_own_connections_never_return_one_row_twice(s
             own = for_database()
             while True:
                 together.wait(30)
-                mine.extend(c.job.id for c in own.claim(T0, {KIND: LEASE}, 7))
+                mine.extend(c.job.id for c in own.claim(Admission(T0, {KIND: LEASE}, 7)))
                 together.wait(30)
                 if not Job.objects.filter(state=State.QUEUED).exists():
                     return
@@ -221,7 +222,9 @@ def test_a_claim_still_open_holds_only_the_rows_it_took_so_a_claim_beside_it_tak
     def claim_and_hold() -> None:
         try:
             with transaction.atomic():  # the claim's locks stay until this commits
-                first.extend(c.job.id for c in for_database().claim(T0, {KIND: LEASE}, 2))
+                first.extend(
+                    c.job.id for c in for_database().claim(Admission(T0, {KIND: LEASE}, 2))
+                )
                 holding.set()
                 release.wait(30)
         except BaseException as error:
@@ -234,7 +237,7 @@ def test_a_claim_still_open_holds_only_the_rows_it_took_so_a_claim_beside_it_tak
     thread.start()
     try:
         assert holding.wait(30), "the first claim ran"
-        beside = [c.job.id for c in store.claim(T0, {KIND: LEASE}, 2)]
+        beside = [c.job.id for c in store.claim(Admission(T0, {KIND: LEASE}, 2))]
     finally:
         release.set()
         thread.join(30)

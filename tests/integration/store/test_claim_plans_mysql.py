@@ -25,6 +25,7 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from jobs.models import Job, State
+from jobs.store.admission import Admission
 from jobs.store.mysql.ready import select_ready
 from jobs.store.mysql.sql import CANDIDATES_PER_ROW, EXPIRED_SQL, SELECT_READY_SQL
 from tests.integration.store.support import KIND, LEASE, T0, queue
@@ -163,7 +164,7 @@ def test_a_claim_takes_the_oldest_ready_rows_of_both_states_in_claim_order(store
     queue("not-yet-due", run_at=T0 + timedelta(minutes=1))
     _running("live-lease", minutes=-90, lease_expires_at=T0 + timedelta(minutes=1))
 
-    claims = store.claim(T0, {KIND: LEASE}, 5)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 5))
 
     assert [claim.job.key for claim in claims] == [
         "expired-60",
@@ -212,7 +213,7 @@ def test_a_claim_reads_no_row_not_yet_due_and_claims_no_running_row_whose_lease_
         f"the ready rows and the live leases are read, none of the rows not yet due: {reads}"
     )
 
-    claims = store.claim(T0, {KIND: LEASE}, 8)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 8))
 
     assert sorted(claim.job.key for claim in claims) == ["ready0", "ready1", "ready2"]
     assert Job.objects.filter(state=State.RUNNING, attempts=1, key__startswith="busy").count() == (

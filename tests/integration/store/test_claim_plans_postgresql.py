@@ -28,6 +28,7 @@ from django.db.backends.utils import CursorWrapper
 
 from jobs.models import Job
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from jobs.store.postgresql import sql as pg_sql
 from tests.integration.store.support import KIND, LEASE, T0
 
@@ -293,8 +294,10 @@ def test_the_runners_own_pass_reads_a_burst_from_the_ready_index_with_its_settin
         analyze(cursor)  # the statistics say the table is empty
         insert_ready(cursor, BURST)
     with plans_the_server_ran() as plans:
-        claimed = store.claim(T0, {KIND: LEASE}, 8)
-        store.settle_and_claim([(claim.job, None) for claim in claimed], T0, {KIND: LEASE}, 8)
+        claimed = store.claim(Admission(T0, {KIND: LEASE}, 8))
+        store.settle_and_claim(
+            [(claim.job, None) for claim in claimed], Admission(T0, {KIND: LEASE}, 8)
+        )
     ran = [plan for plan in plans if "jobs_job_ready" in plan]  # not the settings' own
     assert len(ran) == 2, f"the claim's and the pass's plans were heard:\n{plans}"
     assert_ready_rows_come_in_claim_order(

@@ -15,6 +15,7 @@ import pytest
 from freezegun import freeze_time
 
 from jobs.models import Job, State
+from jobs.store.admission import Admission
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +34,7 @@ def test_a_claim_takes_the_highest_priority_first_then_the_earliest_run_at(store
     queue("high-old", priority=50, run_at=T0 - timedelta(minutes=1))
     queue("mid-old", priority=0, run_at=T0 - timedelta(minutes=2))
 
-    claims = store.claim(T0, {KIND: LEASE}, 10)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 10))
 
     assert claimed_keys(claims) == ["high-old", "high-new", "mid-old", "mid-new", "low-old"]
 
@@ -43,8 +44,8 @@ def test_a_claim_of_one_takes_a_later_queued_higher_priority_over_a_backlog(stor
         queue(f"backlog{n}", priority=-10, run_at=T0 - timedelta(minutes=30 - n))
     queue("urgent", priority=10, run_at=T0)
 
-    assert claimed_keys(store.claim(T0, {KIND: LEASE}, 1)) == ["urgent"]
-    assert claimed_keys(store.claim(T0, {KIND: LEASE}, 1)) == ["backlog0"]
+    assert claimed_keys(store.claim(Admission(T0, {KIND: LEASE}, 1))) == ["urgent"]
+    assert claimed_keys(store.claim(Admission(T0, {KIND: LEASE}, 1))) == ["backlog0"]
 
 
 def test_among_equal_priority_and_run_at_the_oldest_row_is_claimed_first(store):
@@ -53,7 +54,7 @@ def test_among_equal_priority_and_run_at_the_oldest_row_is_claimed_first(store):
     with freeze_time(T0 - timedelta(minutes=2)):
         queue("created-second", run_at=T0 - timedelta(minutes=1))
 
-    assert claimed_keys(store.claim(T0, {KIND: LEASE}, 1)) == ["created-first"]
+    assert claimed_keys(store.claim(Admission(T0, {KIND: LEASE}, 1))) == ["created-first"]
 
 
 def test_higher_priority_rows_that_are_not_ready_do_not_hold_back_lower_ones(store):
@@ -66,7 +67,7 @@ def test_higher_priority_rows_that_are_not_ready_do_not_hold_back_lower_ones(sto
     queue("elsewhere", priority=80, queue="reports")
     queue("ready", priority=-100)
 
-    claims = store.claim(T0, {KIND: LEASE}, 10, queues=["default"])
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 10, queues=["default"]))
 
     assert claimed_keys(claims) == ["ready"]
     assert Job.objects.filter(state=State.QUEUED, attempts=0).count() == 7, "the others wait"
@@ -77,7 +78,7 @@ def test_a_claim_fills_its_limit_from_several_priorities_in_order(store):
         for n in range(2):
             queue(f"p{priority}-{n}", priority=priority, run_at=T0 - timedelta(minutes=n))
 
-    claims = store.claim(T0, {KIND: LEASE}, 5)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 5))
 
     assert claimed_keys(claims) == ["p30-1", "p30-0", "p20-1", "p20-0", "p10-1"]
 
@@ -85,14 +86,14 @@ def test_a_claim_fills_its_limit_from_several_priorities_in_order(store):
 def test_an_expired_lease_is_reclaimed_in_priority_order_with_the_queued_rows(store):
     queue("stale", priority=60, run_at=T0 - timedelta(minutes=10))
     queue("busy", priority=5, run_at=T0 - timedelta(minutes=10))
-    (first,) = store.claim(T0 - timedelta(minutes=9), {KIND: timedelta(days=1)}, 1)
+    (first,) = store.claim(Admission(T0 - timedelta(minutes=9), {KIND: timedelta(days=1)}, 1))
     assert first.job.key == "stale"
-    (second,) = store.claim(T0 - timedelta(minutes=9), {KIND: LEASE}, 1)
+    (second,) = store.claim(Admission(T0 - timedelta(minutes=9), {KIND: LEASE}, 1))
     assert second.job.key == "busy"
     queue("queued-high", priority=10)
     queue("queued-low", priority=0)
 
-    claims = store.claim(T0, {KIND: LEASE}, 10)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 10))
 
     # "busy"'s lease (5 minutes) expired; "stale"'s (a day) did not.
     assert claimed_keys(claims) == ["queued-high", "busy", "queued-low"]

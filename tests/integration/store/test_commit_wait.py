@@ -18,6 +18,7 @@ import pytest
 from django.db import connection, transaction
 
 from jobs import JobSpec, enqueue
+from jobs.store.admission import Admission
 from tests.factories import entry_for
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
@@ -34,16 +35,16 @@ def _commit_waits_for_flush() -> bool:
 def test_a_claim_commits_without_waiting_for_the_wal_flush(store):
     queue("a")
     with transaction.atomic():
-        assert len(store.claim(T0, {KIND: LEASE}, 1)) == 1
+        assert len(store.claim(Admission(T0, {KIND: LEASE}, 1))) == 1
         assert not _commit_waits_for_flush()
 
 
 def test_a_settle_and_claim_commits_without_waiting_for_the_wal_flush(store):
     queue("a")
     queue("b")
-    (claim,) = store.claim(T0, {KIND: LEASE}, 1)
+    (claim,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
     with transaction.atomic():
-        won, claims = store.settle_and_claim([(claim.job, None)], T0, {KIND: LEASE}, 1)
+        won, claims = store.settle_and_claim([(claim.job, None)], Admission(T0, {KIND: LEASE}, 1))
         assert won == {claim.job.id}
         assert len(claims) == 1
         assert not _commit_waits_for_flush()
@@ -51,7 +52,7 @@ def test_a_settle_and_claim_commits_without_waiting_for_the_wal_flush(store):
 
 def test_a_batch_settle_commits_without_waiting_for_the_wal_flush(store):
     queue("a")
-    (claim,) = store.claim(T0, {KIND: LEASE}, 1)
+    (claim,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
     with transaction.atomic():
         assert store.complete_many([(claim.job, None)], T0) == {claim.job.id}
         assert not _commit_waits_for_flush()
@@ -61,7 +62,7 @@ def test_a_batch_settle_commits_without_waiting_for_the_wal_flush(store):
 def test_an_enqueue_a_retry_and_a_retirement_still_wait_for_the_wal_flush(store):
     queue("a")
     queue("b")
-    first, second = store.claim(T0, {KIND: LEASE}, 2)
+    first, second = store.claim(Admission(T0, {KIND: LEASE}, 2))
     with transaction.atomic():
         assert enqueue(JobSpec.now(KIND, "c"))
         assert _commit_waits_for_flush(), "an enqueue"

@@ -12,6 +12,7 @@ from django.db import connection, connections
 
 from jobs.models import Job, LimitedAttempt, State
 from jobs.store import for_database, limits
+from jobs.store.admission import Admission
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
 pytestmark = pytest.mark.django_db
@@ -21,9 +22,8 @@ LEASES = {KIND: LEASE, OTHER: LEASE}
 
 
 def claim(store, free=8, kind_limits=None, now=T0, done=()):
-    return limits.settle_and_claim(
-        store, list(done), now, LEASES, free, "host:1", None, kind_limits or {KIND: 2}, {}
-    )
+    admission = Admission(now, LEASES, free, "host:1", kind_limits=kind_limits or {KIND: 2})
+    return limits.settle_and_claim(store, list(done), admission)
 
 
 def keys(claims) -> list[str]:
@@ -145,11 +145,11 @@ def test_kinds_that_differ_only_in_case_are_limited_apart(store):
     leases = {KIND: LEASE, shouted: LEASE}
     both = {KIND: 1, shouted: 1}
     queue("upper", kind=shouted)
-    _, first = limits.settle_and_claim(store, [], T0, leases, 8, "host:1", None, both, {})
+    _, first = limits.settle_and_claim(store, [], Admission(T0, leases, 8, kind_limits=both))
     assert [claim.job.key for claim in first] == ["upper"]
     queue("lower")
 
-    _, second = limits.settle_and_claim(store, [], T0, leases, 8, "host:1", None, both, {})
+    _, second = limits.settle_and_claim(store, [], Admission(T0, leases, 8, kind_limits=both))
 
     assert [claim.job.key for claim in second] == ["lower"]
     assert LimitedAttempt.objects.filter(kind=KIND).count() == 1

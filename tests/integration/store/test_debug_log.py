@@ -11,6 +11,7 @@ from django.db import connection, reset_queries
 from django.test.utils import CaptureQueriesContext
 
 from jobs import JobSpec, enqueue
+from jobs.store.admission import Admission
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
 pytestmark = pytest.mark.django_db
@@ -26,8 +27,10 @@ def test_under_debug_a_runners_claim_and_settle_are_kept_out_of_the_query_log(st
     second = queue("second")
     reset_queries()
 
-    (claim,) = store.claim(T0, {KIND: LEASE}, 1)
-    settled, (next_claim,) = store.settle_and_claim([(claim.job, None)], T0, {KIND: LEASE}, 1)
+    (claim,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
+    settled, (next_claim,) = store.settle_and_claim(
+        [(claim.job, None)], Admission(T0, {KIND: LEASE}, 1)
+    )
 
     assert (settled, claim.job.id, next_claim.job.id) == ({first.id}, first.id, second.id)
     assert _logged_claims() == [], "the runner's statements are not in DEBUG's query log"
@@ -38,7 +41,7 @@ def test_a_query_log_someone_captures_still_lists_a_runners_claim(store, setting
     queue("first")
 
     with CaptureQueriesContext(connection) as captured:
-        assert len(store.claim(T0, {KIND: LEASE}, 1)) == 1
+        assert len(store.claim(Admission(T0, {KIND: LEASE}, 1))) == 1
 
     assert any("running" in query["sql"] for query in captured.captured_queries), (
         "CaptureQueriesContext sees the claim"

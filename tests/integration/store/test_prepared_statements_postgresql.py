@@ -19,6 +19,7 @@ import pytest
 from django.db import connection, transaction
 
 from jobs.models import State
+from jobs.store.admission import Admission
 from jobs.store.postgresql import preparing
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
@@ -56,10 +57,10 @@ def claim_statement() -> str:
 
 
 def test_each_connection_prepares_its_statements_under_names_no_other_connection_uses(store):
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
     first = claim_statement()
     connection.close()
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
     second = claim_statement()
 
     ours, theirs = NAME.fullmatch(first), NAME.fullmatch(second)
@@ -74,7 +75,7 @@ def test_a_statement_name_another_client_took_on_the_session_is_a_clear_error_an
     """PgBouncer 1.18 hands this client a server session where another client
     prepared a statement of the name this one prepares next."""
     running, waiting = queue("a", run_at=T0 - LEASE), queue("b")
-    store.claim(T0 - LEASE, {KIND: LEASE}, 1)  # prepares the claim, and claims "a"
+    store.claim(Admission(T0 - LEASE, {KIND: LEASE}, 1))  # prepares the claim, and claims "a"
     numbers = [found for name in prepared_here() if (found := NAME.fullmatch(name))]
     token = numbers[0][1]
     following = f"p{max(int(found[3]) for found in numbers if found[2]) + 1}"
@@ -83,7 +84,7 @@ def test_a_statement_name_another_client_took_on_the_session_is_a_clear_error_an
     running.refresh_from_db()
 
     with pytest.raises(preparing.PreparedStatementsMixedUp) as raised:
-        store.settle_and_claim([(running, None)], T0, {KIND: LEASE}, 1, runner="host:1")
+        store.settle_and_claim([(running, None)], Admission(T0, {KIND: LEASE}, 1, runner="host:1"))
 
     said = str(raised.value)
     assert f'prepared statement "{token}_{following}" already exists' in said, said
@@ -100,17 +101,17 @@ def test_a_prepared_statement_missing_from_the_session_is_a_clear_error_then_sen
     statement: the error says why; from then on nothing is prepared on that
     database in this process, and the next claim claims."""
     job = queue("a")
-    store.claim(T0 - LEASE, {KIND: LEASE}, 1)  # prepares the claim (nothing is due yet)
+    store.claim(Admission(T0 - LEASE, {KIND: LEASE}, 1))  # prepares the claim (nothing is due yet)
     with connection.cursor() as cursor:  # a session without it (psycopg is not told)
         cursor.execute(f"DEALLOCATE {claim_statement()}")
     left = set(prepared_here())
 
     with pytest.raises(preparing.PreparedStatementsMixedUp) as raised:
-        store.claim(T0, {KIND: LEASE}, 1)
+        store.claim(Admission(T0, {KIND: LEASE}, 1))
 
     assert "does not exist" in str(raised.value), raised.value
     assert "JOBS_PREPARED_STATEMENTS" in str(raised.value)
-    claimed = store.claim(T0, {KIND: LEASE}, 1)
+    claimed = store.claim(Admission(T0, {KIND: LEASE}, 1))
     assert [claim.job.id for claim in claimed] == [job.id], "the next claim claims, unprepared"
     assert set(prepared_here()) == left, "and prepares nothing"
 
@@ -121,14 +122,14 @@ def test_the_passes_statements_are_prepared_again_after_psycopg_deallocates_all_
     """psycopg answers a rollback with `DEALLOCATE ALL` once it has prepared
     anything itself (an enqueue's insert): the pass's statements, which the
     store prepares, are prepared again, not taken for a pooler's mix-up."""
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
     before = claim_statement()
     with transaction.atomic():
         queue("a")  # the insert, prepared by psycopg
         transaction.set_rollback(True)
     assert not prepared_here(), "psycopg deallocated everything"
 
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
 
     assert claim_statement() not in ("", before), "prepared again, under a new name"
 
@@ -140,7 +141,7 @@ def test_unset_prepared_statements_are_on_where_the_server_is_reached_directly(s
     connection.ensure_connection()
 
     assert preparing.is_direct(connection)
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
     assert claim_statement(), "so the claim is prepared"
 
 
@@ -153,7 +154,7 @@ def test_behind_a_pooler_that_keeps_prepared_statements_the_inserts_are_prepared
     monkeypatch.setitem(preparing._direct, "default", False)  # as through a pooler
 
     queue("a")
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
 
     names = prepared_here()
     assert any(NAME.fullmatch(name) and "_p" not in name for name in names), "the insert is"

@@ -65,6 +65,7 @@ from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
 from jobs.runner.slots import Slots
 from jobs.store import Store, for_database
+from jobs.store.admission import Admission
 
 KIND = "test.property"
 KEYS = ["a", "b", "c"]
@@ -250,7 +251,7 @@ class QueueMachine(RuleBasedStateMachine):
         owners = {a.job.id for a in batch.attempts if owns(before[a.job.id], a.job)}
         budgets = lane.executor.budgets(SETTINGS, self.now)
         leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
-        won, claims = self.store.settle_and_claim(batch.rows, self.now, leases, limit)
+        won, claims = self.store.settle_and_claim(batch.rows, Admission(self.now, leases, limit))
         lane.completer.batches.settled(batch, won, self.now)
         started = lane.executor.attempts(claims, SETTINGS, budgets, self.now)
         lane.slots.started(started)

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from jobs.models import Job, State
+from jobs.store.admission import Admission
 from tests.integration.store.support import KIND, LEASE, T0, queue, settled_row
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,9 @@ def test_prune_deletes_only_settled_rows_that_finished_before_the_cutoff(store):
     ]
     queued = queue("live-queued", run_at=before - timedelta(days=30))
     running = queue("live-running", run_at=before - timedelta(days=30))
-    claim_ids = {c.job.id for c in store.claim(before - timedelta(days=29), {KIND: LEASE}, 10)}
+    claim_ids = {
+        c.job.id for c in store.claim(Admission(before - timedelta(days=29), {KIND: LEASE}, 10))
+    }
     assert claim_ids == {queued.id, running.id}
     Job.objects.filter(id=queued.id).update(state=State.QUEUED, lease_expires_at=None)
     # A live row carrying an old finished_at must still never be deleted.

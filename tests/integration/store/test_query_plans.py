@@ -12,6 +12,7 @@ from django.db import connection, transaction
 
 from jobs.models import Job, State
 from jobs.store import sqlite as sqlite_store
+from jobs.store.admission import Admission
 from jobs.store.postgresql import sql as pg_sql
 from tests.integration.store.support import KIND, LEASE, T0, queue
 
@@ -34,7 +35,7 @@ def test_a_postgresql_claim_rewrites_each_row_in_place_without_writing_an_index_
     with connection.cursor() as cursor:
         cursor.execute(HOT_UPDATES_SQL)
         (before,) = cursor.fetchone()
-        assert len(store.claim(T0, {KIND: LEASE}, 8)) == 8
+        assert len(store.claim(Admission(T0, {KIND: LEASE}, 8))) == 8
         cursor.execute(HOT_UPDATES_SQL)
         (after,) = cursor.fetchone()
 
@@ -153,7 +154,7 @@ def test_the_postgresql_claim_is_prepared_once_per_connection_unless_settings_sa
         queue(f"k{n}", run_at=T0 - timedelta(minutes=n))
 
     for _ in range(3):
-        store.claim(T0, {KIND: LEASE}, 1)
+        store.claim(Admission(T0, {KIND: LEASE}, 1))
 
     assert _prepared_claims() == (1 if prepared else 0)
     assert Job.objects.filter(state=State.RUNNING).count() == 3, "every claim still claimed"
@@ -170,12 +171,12 @@ def test_the_runners_planner_settings_end_with_the_transaction_of_its_pass(
     the server connection serves next."""
     settings.JOBS_PREPARED_STATEMENTS = prepared
     connection.close()
-    store.claim(T0, {KIND: LEASE}, 1)  # autocommit: the pass is a transaction of its own
+    store.claim(Admission(T0, {KIND: LEASE}, 1))  # autocommit: the pass is a transaction of its own
     current, defaults = _planner_settings()
     assert current == defaults, "nothing is left on the session after the pass"
 
     with transaction.atomic():
-        store.claim(T0, {KIND: LEASE}, 1)
+        store.claim(Admission(T0, {KIND: LEASE}, 1))
         inside, _ = _planner_settings()
     after, _ = _planner_settings()
 
@@ -204,7 +205,7 @@ def test_a_statement_after_the_runners_pass_on_its_connection_is_planned_as_the_
     presence table's cleanup: no index on heartbeat_at) is not costed at the
     10^10 of a disabled scan, which once made it JIT-compiled at each
     execution, 15 to 90 ms for a few rows."""
-    store.claim(T0, {KIND: LEASE}, 1)
+    store.claim(Admission(T0, {KIND: LEASE}, 1))
 
     with connection.cursor() as cursor:
         cursor.execute(

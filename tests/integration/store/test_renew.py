@@ -15,6 +15,7 @@ from django.db import connection, connections, transaction
 
 from jobs.models import Job, LimitedAttempt
 from jobs.store import Store, for_database
+from jobs.store.admission import Admission
 from jobs.store.base import RENEW_LOCK_TIMEOUT
 from tests.integration.store.support import KIND, LEASE, T0, claim_one, queue
 
@@ -30,7 +31,7 @@ def lease_of(job: Job) -> datetime | None:
 def test_a_renewal_extends_the_leases_of_the_attempts_that_own_their_rows(store: Store):
     queue("a")
     queue("b")
-    jobs = [claim.job for claim in store.claim(T0, {KIND: LEASE}, 2)]
+    jobs = [claim.job for claim in store.claim(Admission(T0, {KIND: LEASE}, 2))]
 
     renewal = store.renew(jobs, UNTIL, [])
 
@@ -121,7 +122,7 @@ def test_a_renewal_skips_a_row_another_session_has_locked_and_renews_the_others_
 ):
     for key in ("a", "locked", "c"):
         queue(key)
-    jobs = {claim.job.key: claim.job for claim in store.claim(T0, {KIND: LEASE}, 3)}
+    jobs = {claim.job.key: claim.job for claim in store.claim(Admission(T0, {KIND: LEASE}, 3))}
 
     with locked_elsewhere(jobs["locked"]):
         started = time.monotonic()

@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import State
+from jobs.store.admission import Admission
 from tests.integration.store.support import KIND, LEASE, T0, queue, row
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,7 @@ def test_a_batch_settle_keeps_each_result_exactly_whatever_characters_it_holds(s
     """The batch settles pass results through text the store writes itself."""
     for n in range(3):
         queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
-    claims = store.claim(T0, {KIND: LEASE}, 3)
+    claims = store.claim(Admission(T0, {KIND: LEASE}, 3))
     results = [
         {"text": 'a "quoted" word, a \\ backslash and {braces}', "n": [1, None, {"x": True}]},
         None,
@@ -29,9 +30,7 @@ def test_a_batch_settle_keeps_each_result_exactly_whatever_characters_it_holds(s
 
     won, _ = store.settle_and_claim(
         [(c.job, result) for c, result in zip(claims, results, strict=True)],
-        later,
-        {KIND: LEASE},
-        1,
+        Admission(later, {KIND: LEASE}, 1),
     )
 
     assert won == {c.job.id for c in claims}
@@ -41,11 +40,11 @@ def test_a_batch_settle_keeps_each_result_exactly_whatever_characters_it_holds(s
 def test_settle_and_claim_settles_the_done_rows_and_claims_fresh_ones_in_one_go(store):
     for n in range(4):
         queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
-    first = store.claim(T0, {KIND: LEASE}, 2)
+    first = store.claim(Admission(T0, {KIND: LEASE}, 2))
     later = T0 + timedelta(seconds=1)
 
     won, claims = store.settle_and_claim(
-        [(c.job, {"n": i}) for i, c in enumerate(first)], later, {KIND: LEASE}, 2
+        [(c.job, {"n": i}) for i, c in enumerate(first)], Admission(later, {KIND: LEASE}, 2)
     )
 
     assert won == {c.job.id for c in first}, "both attempts settled"
@@ -58,11 +57,13 @@ def test_settle_and_claim_settles_the_done_rows_and_claims_fresh_ones_in_one_go(
 
 def test_settle_and_claim_never_settles_a_row_a_newer_claim_holds(store):
     queue("k")
-    (stale,) = store.claim(T0, {KIND: LEASE}, 1)
+    (stale,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
     after_expiry = T0 + LEASE + timedelta(seconds=1)
-    (newer,) = store.claim(after_expiry, {KIND: LEASE}, 1)
+    (newer,) = store.claim(Admission(after_expiry, {KIND: LEASE}, 1))
 
-    won, claims = store.settle_and_claim([(stale.job, None)], after_expiry, {KIND: LEASE}, 1)
+    won, claims = store.settle_and_claim(
+        [(stale.job, None)], Admission(after_expiry, {KIND: LEASE}, 1)
+    )
 
     assert won == set(), "the stale attempt lost its row and wrote nothing"
     assert claims == [], "the row is held by the newer claim's live lease"
@@ -78,13 +79,13 @@ def test_a_batch_holding_a_stale_attempt_and_the_owner_of_one_row_settles_it_wit
     one whose claim expired and the one that took the row over. Whatever their
     order in the batch, the owner settles the row and its result is the one kept."""
     queue("k")
-    (stale,) = store.claim(T0, {KIND: LEASE}, 1)
+    (stale,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
     after_expiry = T0 + LEASE + timedelta(seconds=1)
-    (owner,) = store.claim(after_expiry, {KIND: LEASE}, 1)
+    (owner,) = store.claim(Admission(after_expiry, {KIND: LEASE}, 1))
     batch = [(owner.job, {"by": "owner"}), (stale.job, {"by": "stale"})]
 
     won, _ = store.settle_and_claim(
-        batch if owner_first else batch[::-1], after_expiry, {KIND: LEASE}, 1
+        batch if owner_first else batch[::-1], Admission(after_expiry, {KIND: LEASE}, 1)
     )
 
     assert won == {owner.job.id}
@@ -100,10 +101,12 @@ def test_settle_and_claim_does_not_claim_a_row_it_is_settling(store):
     """A row whose lease has run out is ready again; the same pass must not both
     settle it and hand it out as a fresh claim."""
     queue("k")
-    (attempt,) = store.claim(T0, {KIND: LEASE}, 1)
+    (attempt,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
     after_expiry = T0 + LEASE + timedelta(seconds=1)
 
-    won, claims = store.settle_and_claim([(attempt.job, None)], after_expiry, {KIND: LEASE}, 5)
+    won, claims = store.settle_and_claim(
+        [(attempt.job, None)], Admission(after_expiry, {KIND: LEASE}, 5)
+    )
 
     assert won == {attempt.job.id}, "the attempt still owned its row and settled it"
     assert claims == [], "and the row was not claimed again in the same pass"
@@ -114,10 +117,12 @@ def test_settle_and_claim_does_not_claim_a_row_it_is_settling(store):
 def test_a_pass_is_one_transaction_with_no_savepoint_inside_it(store):
     for n in range(2):
         queue(f"k{n}", run_at=T0 - timedelta(minutes=10 - n))
-    (first,) = store.claim(T0, {KIND: LEASE}, 1)
+    (first,) = store.claim(Admission(T0, {KIND: LEASE}, 1))
 
     with CaptureQueriesContext(connection) as captured:
-        won, (second,) = store.settle_and_claim([(first.job, None)], T0, {KIND: LEASE}, 1)
+        won, (second,) = store.settle_and_claim(
+            [(first.job, None)], Admission(T0, {KIND: LEASE}, 1)
+        )
 
     assert (won, second.job.key) == ({first.job.id}, "k1")
     assert not [q["sql"] for q in captured.captured_queries if "SAVEPOINT" in q["sql"].upper()]

@@ -28,6 +28,7 @@ from jobs.models import Job, State
 from jobs.operations import cancel
 from jobs.registry import Registry
 from jobs.store import for_database
+from jobs.store.admission import Admission
 from jobs.tasks import KIND, JobsBackend, TaskHandler
 from tests.integration.runner.support import T0, WAIT
 from tests.jobapp import tasks
@@ -202,7 +203,7 @@ def test_a_timed_out_attempt_is_an_error_of_class_attempt_timed_out(
 def reclaimable(result_id: str, runner: str) -> None:
     """Claim the task's row as a runner that then vanished: its lease ends at once."""
     store = for_database()
-    [claim] = store.claim(timezone.now(), {KIND: timedelta(microseconds=1)}, 1, runner)
+    [claim] = store.claim(Admission(timezone.now(), {KIND: timedelta(microseconds=1)}, 1, runner))
     assert str(claim.job.id) == result_id
 
 

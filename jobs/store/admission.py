@@ -1,0 +1,62 @@
+"""What one claim may take: the request every store's `claim` and
+`settle_and_claim` execute (River calls it the fetch params).
+
+Built once per pass by the runner (`jobs.runner.admission`), from its slots,
+config, controls and handlers' limits; the store only executes it. Plain
+values, no runner types, so the store can import it. `jobs.store.limits`
+narrows it for each statement of a claim under limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Claim up to `limit` ready rows of the kinds in `leases`, at `now`, as `runner`.
+
+    The first seven fields are what one statement reads; `kind_limits` and
+    `queue_rooms` are what `jobs.store.limits` keeps to across the statements
+    of a claim under limits (a store's own claim ignores them).
+    """
+
+    now: datetime
+    #: Each kind it may claim, with the lease a claim of it writes (`now` plus it).
+    leases: Mapping[str, timedelta]
+    #: How many rows at the most: the runner's free slots.
+    limit: int
+    #: The claiming runner's name, written as `claimed_by`.
+    runner: str = ""
+    #: The queues it claims from; None for every queue.
+    queues: Sequence[str] | None = None
+    #: Queues a claim of every queue leaves out (the operator paused them).
+    paused_queues: Sequence[str] = ()
+    #: At most this many rows of each kind named, where the store
+    #: `applies_kind_caps` (set by `jobs.store.limits` for one statement).
+    kind_caps: Mapping[str, int] | None = None
+    #: Each limited kind's concurrency limit, across every runner.
+    kind_limits: Mapping[str, int] = field(default_factory=dict)
+    #: The slots this runner may still give each capped queue of `queues`.
+    queue_rooms: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Whether it admits nothing: no free slot, or no kind to claim."""
+        return self.limit < 1 or not self.leases
+
+    def narrowed(
+        self,
+        leases: Mapping[str, timedelta],
+        limit: int,
+        queues: Sequence[str] | None,
+        kind_caps: Mapping[str, int] | None,
+    ) -> Admission:
+        """The same request for one statement of a claim under limits: these
+        kinds, at most `limit` rows, these queues, and these kinds' caps."""
+        return dataclasses.replace(
+            self, leases=leases, limit=limit, queues=queues, kind_caps=kind_caps
+        )
