@@ -10,9 +10,11 @@ narrows it for each statement of a claim under limits.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +62,27 @@ class Admission:
         return dataclasses.replace(
             self, leases=leases, limit=limit, queues=queues, kind_caps=kind_caps
         )
+
+
+def taking_either_form[Verb: Callable[..., Any]](verb: Verb, leading: int) -> Verb:
+    """`verb` (a store's `claim`, `leading` 0, or `settle_and_claim`, 1) as its
+    callers may call it: with an `Admission` after its `leading` arguments, or
+    with that admission's fields in their order (`now, leases, limit, runner,
+    queues, paused_queues, kind_caps`, as the claim took them before there was
+    an admission), which build one. The runner always passes an `Admission`;
+    the fields suit a test or a script claiming by hand."""
+
+    @functools.wraps(verb)
+    def call(store: Any, *args: Any, **named: Any) -> Any:
+        if not named and len(args) == leading + 1 and type(args[leading]) is Admission:
+            return verb(store, *args)  # the runner's call: one type check
+        if "admission" in named:
+            return verb(store, *args, **named)
+        fields = {name: named.pop(name) for name in FIELDS if name in named}
+        return verb(store, *args[:leading], Admission(*args[leading:], **fields), **named)
+
+    return call  # type: ignore[return-value]
+
+
+#: The fields a claim's old call named, in the order it took them.
+FIELDS = tuple(f.name for f in dataclasses.fields(Admission))

@@ -26,7 +26,7 @@ from django.db.models import Field
 
 from jobs import history
 from jobs.models import Job, LimitedAttempt, State
-from jobs.store.admission import Admission
+from jobs.store.admission import Admission, taking_either_form
 from jobs.store.room import ConnectionLimit as ConnectionLimit
 from jobs.store.room import ConnectionRoom as ConnectionRoom
 from jobs.store.rows import Claim
@@ -89,6 +89,13 @@ class Store:
 
     def __init__(self, using: str) -> None:
         self.using = using
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every store's claims take an `Admission`, or its fields (`taking_either_form`).
+        super().__init_subclass__(**kwargs)
+        for name, leading in (("claim", 0), ("settle_and_claim", 1)):
+            if name in cls.__dict__:
+                setattr(cls, name, taking_either_form(cls.__dict__[name], leading))
 
     @property
     def connection(self) -> BaseDatabaseWrapper:

@@ -31,8 +31,8 @@ lower priorities of other kinds are claimed, as the rule asks.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from jobs.models import Job
@@ -110,12 +110,18 @@ def hold(
 
 
 def settle_and_claim(
-    store: Store, done: Sequence[tuple[Job, Any]], admission: Admission
+    store: Store, done: Sequence[tuple[Job, Any]], admission: Admission, *fields: Any
 ) -> tuple[set[uuid.UUID], list[Claim]]:
     """`Store.settle_and_claim` within the admission's `kind_limits` (each
     limited kind's cluster-wide limit) and `queue_rooms` (the slots this
     runner may still give each capped queue of its `queues`), in one
-    transaction; the store's own when there is neither."""
+    transaction; the store's own when there is neither.
+
+    Also takes the call it took before there was an admission: `now,
+    leases, free, runner, queues, kind_limits, queue_rooms[, paused_queues]`
+    in `admission`'s place."""
+    if type(admission) is not Admission:
+        admission = _admission_of(admission, *fields)
     now, leases, kind_limits = admission.now, admission.leases, admission.kind_limits
     limited = sorted(kind for kind in kind_limits if kind in leases)
     if not limited and not admission.queue_rooms:
@@ -175,3 +181,19 @@ def settle_and_claim(
             won = store.complete_many(done, now)
         hold(store, claims, gated, now, ended)
     return won, in_claim_order(claims)
+
+
+def _admission_of(
+    now: Any,
+    leases: Mapping[str, timedelta],
+    free: int,
+    runner: str,
+    queues: Sequence[str] | None,
+    kind_limits: Mapping[str, int],
+    queue_rooms: Mapping[str, int],
+    paused_queues: Sequence[str] = (),
+) -> Admission:
+    """The admission `settle_and_claim`'s call before there was one described."""
+    return Admission(
+        now, leases, free, runner, queues, paused_queues, None, kind_limits, queue_rooms
+    )
