@@ -33,6 +33,7 @@ its finish rings the loop, so the pass that answers the ring finds it free.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -211,10 +212,10 @@ class Completer:
 
     def settle_done(
         self, batch: DoneBatch, now: datetime, claim: Claiming | None = None
-    ) -> list[Claim]:
+    ) -> tuple[set[uuid.UUID], list[Claim]]:
         """Settle `batch` at `now`, with the pass's `claim` in the same statement
-        and commit when given; the claims (`DoneSettles.settle` says how a
-        failure is met)."""
+        and commit when given; the ids won and the claims (`DoneSettles.settle`
+        says how a failure is met)."""
         return self.batches.settle(batch, now, claim)
 
     def settle_batch(self, now: datetime) -> None:

@@ -159,9 +159,12 @@ class DoneSettles:
         finally:
             self.slots.settled(batch.attempts)
 
-    def settle(self, batch: DoneBatch, now: datetime, claim: Claiming | None = None) -> list[Claim]:
+    def settle(
+        self, batch: DoneBatch, now: datetime, claim: Claiming | None = None
+    ) -> tuple[set[uuid.UUID], list[Claim]]:
         """Settle `batch` at `now`, and with `claim` the pass's claims in the same
-        statement and commit; returns the claims. The one way a `Done` is settled.
+        statement and commit; returns the ids won and the claims. The one way a
+        `Done` is settled.
 
         Tried again as a whole on a transient database error. If it still
         fails, each row is settled alone (`settle_alone`) and then, for a
@@ -170,7 +173,7 @@ class DoneSettles:
         no batch to blame raises.
         """
         if not batch:
-            return claim([])[1] if claim is not None else []
+            return set(), claim([])[1] if claim is not None else []
 
         def step() -> tuple[set[uuid.UUID], list[Claim]]:
             if claim is None:
@@ -180,10 +183,10 @@ class DoneSettles:
         try:
             won, claims = self.tries.run(step, batch.attempts[0].job, "done", rows=len(batch))
         except Exception as error:
-            self.settle_alone(batch, error, now)
-            return claim([])[1] if claim is not None else []
+            won = self.settle_alone(batch, error, now)
+            return won, claim([])[1] if claim is not None else []
         self.settled(batch, won, now)
-        return claims
+        return won, claims
 
     def write(
         self, batch: DoneBatch, rows: Sequence[tuple[Job, Any]], now: datetime
@@ -200,7 +203,7 @@ class DoneSettles:
                     lifecycle.after_settle(self.store, job, now, State.DONE, job.started_at)
         return won
 
-    def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> None:
+    def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> set[uuid.UUID]:
         """The batch's settle failed with `error`: settle each of its rows at
         `now` in a statement and commit of its own, so that one row the
         database refuses costs only its own attempt.
@@ -210,7 +213,7 @@ class DoneSettles:
         after it are left to their leases (`failed`) rather than each waiting
         out tries of its own on the loop thread. A row refused for good is
         handled by `refused`. The slots are freed either way. A batch of one
-        row has been tried alone already.
+        row has been tried alone already. Returns the ids won.
         """
         if len(batch) == 1:
             attempt, (_, result) = batch.attempts[0], batch.rows[0]
@@ -218,7 +221,7 @@ class DoneSettles:
                 self.failed(batch, error)
             else:
                 self.refused(attempt, result, error, now)
-            return
+            return set()
         cause = error.error if isinstance(error, GaveUp) else error
         log.event(
             "job_batch_settle_failed",
@@ -245,6 +248,7 @@ class DoneSettles:
             settled.attempts.append(attempt)
             settled.rows.append(row)
         self.settled(settled, won, now)
+        return won
 
     def refused(self, attempt: Attempt, result: Any, error: Exception, now: datetime) -> None:
         """`attempt`'s `Done` could not be settled on its own, failing with

@@ -37,6 +37,7 @@ from jobs.runner.completer import Completer
 from jobs.runner.executor import Executor
 from jobs.runner.heartbeat import Heartbeat
 from jobs.runner.maintenance import Debts, Upkeep, apply_config_change, recover_all
+from jobs.runner.pass_report import PassReport
 from jobs.runner.pool import WorkerPool, forget_queries
 from jobs.runner.presence import Presence
 from jobs.runner.slots import Slots
@@ -284,15 +285,19 @@ class Runner:
     # -- one pass --------------------------------------------------------------
 
     def run_pass(self) -> tuple[int, int]:
-        """Time out overrunning attempts, then claim up to the free slots, settling
-        the completer's `Done` batch in the same statement, and hand the claims on.
+        """One pass now (`pass_once`): how many rows were claimed and how many
+        slots were free."""
+        report = self.pass_once(self.clock())
+        return len(report.claimed), report.free
 
-        Returns how many rows were claimed and how many slots were free.
+    def pass_once(self, now: datetime) -> PassReport:
+        """Time out overrunning attempts, then claim up to the free slots, settling
+        the completer's `Done` batch in the same statement, and hand the claims
+        on, at `now`; what it did.
         """
         forget_queries()  # DEBUG's query log: see `forget_queries`
-        now = self.clock()
         settings = self._refresh()
-        self.watch.reap(now)
+        reaped = self.watch.reap(now)
         self.slots.gather()
         batch = self.completer.done_batch()
         running = self.slots.taken() - len(batch)
@@ -300,7 +305,7 @@ class Runner:
         free = max(0, share - running)
         budgets = self.executor.budgets(settings, now)
         admitted = self.admissions.for_pass(now, free, settings, budgets, self.controls, batch.rows)
-        claims = self.completer.settle_done(
+        won, claims = self.completer.settle_done(
             batch, now, lambda rows: limits.settle_and_claim(self.store, rows, admitted)
         )
         started = self.executor.attempts(claims, settings, budgets, now)
@@ -315,7 +320,7 @@ class Runner:
         self.upkeep.look()
         if self.ticker.due.is_set():
             self._refresh(force=True)
-        return len(claims), free
+        return PassReport(reaped, won, started, free)
 
     def _measured(self, held: int, share: int) -> None:
         """This runner's slots as the pass left them (`jobs.metrics.tally`)."""

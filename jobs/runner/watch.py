@@ -39,11 +39,16 @@ class Watch:
         #: The attempt that made this runner give up, once one has.
         self.hung_attempt: Attempt | None = None
 
-    def reap(self, now: datetime) -> None:
-        """Time out the attempts past their budget (the completer settles them)."""
-        for attempt in self.slots.in_flight():
-            if attempt.deadline <= now and self.completer.time_out(attempt, now):
-                self._overdue.append(attempt)
+    def reap(self, now: datetime) -> list[Attempt]:
+        """Time out the attempts past their budget (the completer settles them);
+        those it timed out."""
+        reaped = [
+            attempt
+            for attempt in self.slots.in_flight()
+            if attempt.deadline <= now and self.completer.time_out(attempt, now)
+        ]
+        self._overdue += reaped
+        return reaped
 
     def hung(self, now: datetime) -> bool:
         """Whether a timed-out synchronous attempt has kept its thread for

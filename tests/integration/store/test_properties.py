@@ -1,20 +1,21 @@
-"""Property-based: a state machine over the real store explores what hand-written
-examples miss.
+"""Property-based: a state machine over the production path explores what
+hand-written examples miss.
 
-Hypothesis drives enqueues over a few identities, passes of two runners (A and
-B) at a clock the machine controls, the end of any attempt that ever held a
-claim (stale ones whose claim was taken over included), timeouts, lease
-expiry, and cancels, on the test database. Every outcome takes the path a
-runner takes in production: each runner is its slots, completer and executor,
-wired as `Runner` wires them (only the loop and the worker threads are the
-machine's). A pass is the producer's: the `Done` attempts waiting in the
-runner's completer are settled in the same `Store.settle_and_claim` that claims
-up to a few ready rows, and the executor builds an attempt for each claim. An
-attempt that ends goes to its runner's completer as a worker hands it over: a
-`Done` waits for that runner's next pass; `Retry`, `Failed` and `Reschedule`
-are settled at once by the completer's fenced single settles, as is a timeout
-by the loop; a result after a timeout is discarded. After every step it checks
-the queue's promises:
+Hypothesis drives enqueues over a few identities, passes of two real runners
+(`Runner`, lanes A and B of one process) at a clock the machine controls and
+with a `max_concurrent` it draws per pass, the end of any attempt that ever
+held a claim (stale ones whose claim was taken over included), timeouts,
+lease expiry, and cancels, on the test database. A pass is the runner's own
+(`Runner.pass_once`): its admission (slots, leases, the kind's concurrency
+limit), the completer's `Done` batch settled in the statement that claims
+(`jobs.store.limits` and the store), the executor building an attempt per
+claim, and its report of what it reaped, settled and claimed. Only the worker
+threads are the machine's: the runner's pool is replaced by one that keeps
+the attempts, and the machine hands each end to the runner's completer as a
+worker would: a `Done` waits for that runner's next pass; `Retry`, `Failed`
+and `Reschedule` are settled at once by the completer's fenced single
+settles, as is a timeout by the loop; a result after a timeout is discarded.
+After every step it checks the queue's promises:
 
 - at most one live row per (kind, key);
 - a row's attempts never exceed its max_attempts by more than the number of
@@ -23,7 +24,8 @@ the queue's promises:
   completer or `jobs.operations.cancel`);
 - a settled row never changes again;
 - the attempt that owns a row always settles it, and any other attempt's
-  settle writes nothing (fencing).
+  settle writes nothing (fencing);
+- no more attempts of the kind hold live leases than its concurrency limit.
 
 Each example runs inside a savepoint that is rolled back at its end, so
 examples never see each other's rows; what a settle's commit runs (a retired
@@ -34,9 +36,9 @@ settled it (`committed`). `derandomize` makes CI runs repeatable.
 from __future__ import annotations
 
 import collections
-import threading
+import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -60,20 +62,20 @@ from jobs.config import JobsSettings
 from jobs.handlers import Outcome
 from jobs.models import LIVE_STATES, SETTLED_STATES, Job, State
 from jobs.registry import Registry
+from jobs.runner import Runner
 from jobs.runner.attempt import Attempt, lease_for
 from jobs.runner.completer import Completer
-from jobs.runner.executor import Executor
-from jobs.runner.slots import Slots
-from jobs.store import Store, for_database
-from jobs.store.admission import Admission
 
 KIND = "test.property"
 KEYS = ["a", "b", "c"]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 SETTINGS = JobsSettings(max_attempts=3, retry_base_seconds=1, retry_max_seconds=4, lease_seconds=60)
-#: The lease a claim writes for the configured budget (`lease_seconds`).
-LEASE = lease_for(SETTINGS.lease)
+#: The lease a claim writes: three heartbeats, shorter than the budget, so a
+#: runner's attempt may outlive its lease and another runner take its row.
+LEASE = lease_for(SETTINGS.lease, SETTINGS.heartbeat)
 RUNNERS = ["A", "B"]
+#: The kind's `concurrency_limit`: at most this many attempts at once, across both.
+LIMIT = 2
 
 OUTCOMES: dict[str, Outcome] = {
     "complete": Done(),
@@ -87,6 +89,7 @@ class Counting(JobHandler):
     """Counts `abandon` calls per job; the machine never calls `run`."""
 
     kind = KIND
+    concurrency_limit = LIMIT
 
     def __init__(self) -> None:
         self.abandoned: collections.Counter[uuid.UUID] = collections.Counter()
@@ -106,14 +109,18 @@ class Held:
     won: bool = False
 
 
-class Lane:
-    """One runner's parts, wired as `Runner.__init__` wires them, without its loop
-    and worker threads: the machine makes its passes and ends its attempts."""
+class Kept:
+    """A runner's worker pool that keeps what it is handed: the machine ends
+    each attempt itself, as a worker would."""
 
-    def __init__(self, store: Store, registry: Registry, clock: Callable[[], datetime]) -> None:
-        self.slots = Slots(threading.Event())
-        self.completer = Completer(store, self.slots, clock)
-        self.executor = Executor(registry, self.completer, clock)
+    def __init__(self) -> None:
+        self.attempts: list[Attempt] = []
+
+    def submit_many(self, attempts: Iterable[Attempt]) -> None:
+        self.attempts += attempts
+
+    def close(self, timeout: float | None = None) -> None:
+        pass
 
 
 def committed() -> Any:
@@ -137,15 +144,14 @@ class QueueMachine(RuleBasedStateMachine):
         self.atomic = transaction.atomic()
         self.atomic.__enter__()
         self.now = T0
-        self.store = for_database()
         self.registry = Registry()
         self.registry.register(Counting)
         handler = self.registry.get(KIND)
         assert isinstance(handler, Counting)
         self.handler = handler
-        self.lanes = {
-            name: Lane(self.store, self.registry, clock=lambda: self.now) for name in RUNNERS
-        }
+        #: Each runner's config, as its next pass reads it.
+        self.config = dict.fromkeys(RUNNERS, SETTINGS)
+        self.runners = {name: self.runner(lane, name) for lane, name in enumerate(RUNNERS)}
         #: Every claim ever made, in order, and each by its attempt.
         self.held: list[Held] = []
         self.held_by: dict[Attempt, Held] = {}
@@ -156,9 +162,25 @@ class QueueMachine(RuleBasedStateMachine):
         #: Settled rows as they were when first seen settled.
         self.settled: dict[uuid.UUID, dict[str, Any]] = {}
 
+    def runner(self, lane: int, name: str) -> Runner:
+        runner = Runner(
+            registry=self.registry,
+            clock=lambda: self.now,
+            settings=lambda: self.config[name],
+            lane=lane,
+            lanes=len(RUNNERS),
+            recover=False,
+        )
+        runner.pool = Kept()  # type: ignore[assignment]
+        return runner
+
     def teardown(self) -> None:
-        transaction.set_rollback(True)
-        self.atomic.__exit__(None, None, None)
+        try:
+            for runner in self.runners.values():
+                runner.close(wait=False)
+        finally:
+            transaction.set_rollback(True)
+            self.atomic.__exit__(None, None, None)
 
     # -- helpers ------------------------------------------------------------------
 
@@ -188,8 +210,8 @@ class QueueMachine(RuleBasedStateMachine):
         """The attempts in a runner's slots past their budget: what its loop times out."""
         return [
             self.held_by[attempt]
-            for lane in self.lanes.values()
-            for attempt in lane.slots.in_flight()
+            for runner in self.runners.values()
+            for attempt in runner.in_flight()
             if attempt.deadline <= self.now
         ]
 
@@ -211,7 +233,7 @@ class QueueMachine(RuleBasedStateMachine):
         taken_already = held.attempt.taken
         owner = not taken_already and owns(before, job)
         with committed():
-            hand_over(self.lanes[held.runner].completer)
+            hand_over(self.runners[held.runner].completer)
         after = self.row(job.id)
         if outcome == "complete" and not taken_already:
             assert after == before, "a Done waits in the completer for its runner's next pass"
@@ -241,29 +263,37 @@ class QueueMachine(RuleBasedStateMachine):
             "enqueue takes a free identity and refuses one a live row holds"
         )
 
-    @rule(runner=st.sampled_from(RUNNERS), limit=st.integers(1, 3))
-    def run_pass(self, runner: str, limit: int) -> None:
-        """One pass of `runner`'s producer: its completer's `Done` batch settles in
-        the statement that claims up to `limit` ready rows, as `Runner.run_pass` does."""
-        lane = self.lanes[runner]
-        batch = lane.completer.done_batch()
-        before = {attempt.job.id: self.row(attempt.job.id) for attempt in batch.attempts}
-        owners = {a.job.id for a in batch.attempts if owns(before[a.job.id], a.job)}
-        budgets = lane.executor.budgets(SETTINGS, self.now)
-        leases = {kind: lease_for(budget) for kind, budget in budgets.items()}
-        won, claims = self.store.settle_and_claim(batch.rows, Admission(self.now, leases, limit))
-        lane.completer.batches.settled(batch, won, self.now)
-        started = lane.executor.attempts(claims, SETTINGS, budgets, self.now)
-        lane.slots.started(started)
+    @rule(runner=st.sampled_from(RUNNERS), max_concurrent=st.integers(2, 6))
+    def run_pass(self, runner: str, max_concurrent: int) -> None:
+        """One pass of `runner` (`Runner.pass_once`) under a `max_concurrent` drawn
+        for it: it times out what overran, settles its `Done` batch in the
+        statement that claims into its free slots, and reports what it did."""
+        chosen = self.runners[runner]
+        self.config[runner] = dataclasses.replace(SETTINGS, max_concurrent=max_concurrent)
+        chosen.reload()
+        batch = [attempt for attempt, _ in chosen.completer.batches.done]
+        overdue = [a for a in chosen.in_flight() if a.deadline <= self.now and not a.taken]
+        before = {a.job.id: self.row(a.job.id) for a in [*batch, *overdue]}
+        owners = {a.job.id for a in batch if owns(before[a.job.id], a.job)}
+        with committed():
+            report = chosen.pass_once(self.now)
 
-        assert won == owners, "the batch settles exactly the rows its attempts still own"
-        claimed = {claim.job.id for claim in claims}
-        for attempt in batch.attempts:
+        assert set(report.reaped) == set(overdue), "every attempt past its budget is timed out"
+        for attempt in report.reaped:
+            if owns(before[attempt.job.id], attempt.job):
+                assert not owns(self.row(attempt.job.id), attempt.job), (
+                    "the owning attempt's timeout settles the row"
+                )
+                self.held_by[attempt].won = True
+                if self.row(attempt.job.id)["attempts"] == 0:
+                    self.since_reset[attempt.job.id] = []
+        assert report.settled == owners, "the batch settles exactly the rows its attempts own"
+        claimed = {attempt.job.id for attempt in report.claimed}
+        for attempt in batch:
             job, after = attempt.job, self.row(attempt.job.id)
             if job.id in owners:
                 assert after["state"] == State.DONE, "the owning attempt's Done settles the row"
-                if owns(before[job.id], job):
-                    self.held_by[attempt].won = True
+                self.held_by[attempt].won = True
             elif job.id in claimed:
                 assert (after["finished_at"], after["result"]) == (
                     before[job.id]["finished_at"],
@@ -274,7 +304,11 @@ class QueueMachine(RuleBasedStateMachine):
                 assert after == before[job.id], (
                     "a Done by an attempt that does not own the row writes nothing"
                 )
-        for attempt in started:
+        share = chosen.slots.share(self.config[runner])
+        assert not report.claimed or len(chosen.in_flight()) <= share, (
+            "a pass claims only into its runner's share of max_concurrent"
+        )
+        for attempt in report.claimed:
             assert attempt.unusable is None, "a row written by enqueue is always usable"
             held = Held(runner, attempt)
             self.held.append(held)
@@ -348,6 +382,13 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.row(job_id) == snapshot, "a settled row is never written again"
         for row in Job.objects.filter(state__in=SETTLED_STATES).values():
             self.settled.setdefault(row["id"], dict(row))
+
+    @invariant()
+    def no_more_attempts_hold_live_leases_than_the_kinds_limit(self) -> None:
+        live = Job.objects.filter(
+            kind=KIND, state=State.RUNNING, lease_expires_at__gt=self.now
+        ).count()
+        assert live <= LIMIT, f"{live} attempts of a kind limited to {LIMIT} hold live leases"
 
     @invariant()
     def every_failed_or_cancelled_row_was_abandoned_once(self) -> None:
