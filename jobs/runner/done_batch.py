@@ -212,16 +212,8 @@ class DoneSettles:
         run out of tries the database is not answering, and it and the rows
         after it are left to their leases (`failed`) rather than each waiting
         out tries of its own on the loop thread. A row refused for good is
-        handled by `refused`. The slots are freed either way. A batch of one
-        row has been tried alone already. Returns the ids won.
+        handled by `refused`. The slots are freed either way. Returns the ids won.
         """
-        if len(batch) == 1:
-            attempt, (_, result) = batch.attempts[0], batch.rows[0]
-            if isinstance(error, GaveUp):
-                self.failed(batch, error)
-            else:
-                self.refused(attempt, result, error, now)
-            return set()
         cause = error.error if isinstance(error, GaveUp) else error
         log.event(
             "job_batch_settle_failed",
