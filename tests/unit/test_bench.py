@@ -358,3 +358,13 @@ def test_writing_one_vendors_budget_keeps_the_others(tmp_path):
 
 def test_a_missing_budget_file_reads_as_no_budget(tmp_path):
     assert budget.read(tmp_path / "absent.json") == {}
+
+
+def test_only_a_count_over_a_budget_it_has_asks_for_another_round():
+    figures = {"runner_per_job": 300_000}
+
+    assert budget.over(figures, {"runner_per_job": 306_001}) is True
+    assert budget.over(figures, {"runner_per_job": 306_000}) is False
+    assert budget.over(figures, {"enqueue_per_call": 10**9}) is False, (
+        "no budget: nothing to confirm"
+    )

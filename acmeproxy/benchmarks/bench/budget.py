@@ -125,6 +125,11 @@ def verdicts(budget: Mapping[str, int], measured: Mapping[str, int]) -> list[Ver
     return [Verdict(name, count, budget.get(name)) for name, count in measured.items()]
 
 
+def over(budget: Mapping[str, int], measured: Mapping[str, int]) -> bool:
+    """Whether a count is over a budget it has (one without a figure is not)."""
+    return any(v.budget is not None and not v.within for v in verdicts(budget, measured))
+
+
 def read(path: Path = BUDGET_FILE) -> dict[str, dict[str, int]]:
     """{vendor: {measure: instructions}} from the budget file (empty when missing)."""
     try:

@@ -11,16 +11,23 @@ divided by the work between them:
   starts, as the favourable drains queue theirs), less the same command
   over none.
 - `enqueue_per_call`: `count` `enqueue` calls, each its own transaction, spec
-  building included (`bench.counted`), less the same script enqueuing none.
+  building included (`bench.counted`), less the same script enqueuing none
+  (every run of it first makes one call of each verb, so the first call's
+  set-up is in both).
 - `enqueue_many_per_row`: one `enqueue_many` call of `count` specs, less the
   same empty run.
 
 Every process runs with this process's python, database and settings, with
-`DEBUG` off, and with `PYTHONHASHSEED=0`: a random hash seed moves the order
-of sets and dicts of strings, and with it the start-up's count, from run to
-run. Each command runs once outside callgrind first, so the bytecode it
-compiles is written before a counted run (else the first run pays for it).
-The job table's bench rows are deleted before and after each run.
+`DEBUG` off, and with two things pinned, neither of them a config key:
+`PYTHONHASHSEED=0` (a random hash seed moves the order of sets and dicts of
+strings, and with it the start-up's count, from run to run) and
+`JOBS_CONFIG_CHECK_SECONDS` at an hour (the runner re-reads the config row
+every second of real time; under callgrind a drain of 2,000 jobs takes ten
+seconds more than the empty run, so it counted ~10 extra re-reads, ~7,000
+instructions a job, more or fewer with the machine's load). Each command
+runs once outside callgrind first, so the bytecode it compiles is written
+before a counted run (else the first run pays for it). The job table's bench
+rows are deleted before and after each run.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from statistics import median
 
 from acmeproxy.benchmarks.bench import stage
 from acmeproxy.benchmarks.bench.budget import callgrind_total, spread
+from acmeproxy.benchmarks.bench.counted import WARM
 from acmeproxy.benchmarks.bench.measure import INSTRUCTIONS, Result
 from acmeproxy.benchmarks.bench.runner import ROOT, child_env
 from acmeproxy.benchmarks.jobs import NOOP
@@ -51,6 +59,8 @@ LABELS = {
 }
 #: Where each measure's result is found in a report.
 PREFIX = "instructions."
+#: The most rounds counted when the first say a count is over its budget.
+CONFIRM_ROUNDS = 3
 
 
 class CountFailed(RuntimeError):
@@ -93,7 +103,7 @@ def callgrind(argv: Sequence[str], env: Mapping[str, str]) -> int:
 
 
 def environment() -> dict[str, str]:
-    return child_env(PYTHONHASHSEED="0")
+    return child_env(PYTHONHASHSEED="0", JOBS_CONFIG_CHECK_SECONDS="3600")
 
 
 def runjobs() -> list[str]:
@@ -113,8 +123,9 @@ def warm_up() -> None:
 
 
 def _left(count: int, state: str) -> None:
-    """Checks that the run left `count` bench jobs in `state`, then deletes them."""
-    found = Job.objects.filter(kind=NOOP, state=state).count()
+    """Checks that the run left `count` bench jobs in `state` (beside the
+    client's warm-up jobs), then deletes them all."""
+    found = Job.objects.filter(kind=NOOP, state=state).exclude(key__startswith=WARM).count()
     stage.clean()
     if found != count:
         raise CountFailed(f"{found} of {count} bench jobs were {state}")
@@ -142,15 +153,28 @@ def one_round(count: int, counter: Counter) -> dict[str, tuple[int, int]]:
     }
 
 
-def counted(count: int, repeat: int, counter: Counter = callgrind) -> list[Result]:
+def counted(
+    count: int,
+    repeat: int,
+    counter: Counter = callgrind,
+    over: Callable[[dict[str, int]], bool] = lambda _: False,
+) -> list[Result]:
     """Each measure `repeat` times (the rounds alternate, so a drift touches
-    every measure alike); the median, every run, and their spread."""
+    every measure alike); the median, every run, and their spread.
+
+    While `over(medians)` says a median is over its budget, another round is
+    counted, up to `CONFIRM_ROUNDS` in all: a count moves by up to ~1.5 % from
+    one run to the next (which thread meets Python's garbage collector, how
+    many worker threads a drain wakes), so one unlucky run near the bound
+    does not fail a check that the median of three passes."""
     warm_up()
     with stage.config():
         rounds = [one_round(count, counter) for _ in range(max(1, repeat))]
+        while len(rounds) < CONFIRM_ROUNDS and over(_medians(rounds, count)):
+            rounds.append(one_round(count, counter))
     results = []
     for name, label in LABELS.items():
-        per_job = [round((full - empty) / count) for full, empty in (r[name] for r in rounds)]
+        per_job = _per_job(rounds, name, count)
         numbers: dict[str, object] = {
             "instructions": round(median(per_job)),
             "jobs": count,
@@ -161,6 +185,14 @@ def counted(count: int, repeat: int, counter: Counter = callgrind) -> list[Resul
             numbers["spread"] = f"{spread(per_job):.2%}"
         results.append(Result(PREFIX + name, label, INSTRUCTIONS, numbers))
     return results
+
+
+def _per_job(rounds: Sequence[dict[str, tuple[int, int]]], name: str, count: int) -> list[int]:
+    return [round((full - empty) / count) for full, empty in (r[name] for r in rounds)]
+
+
+def _medians(rounds: Sequence[dict[str, tuple[int, int]]], count: int) -> dict[str, int]:
+    return {name: round(median(_per_job(rounds, name, count))) for name in LABELS}
 
 
 def measured(results: Sequence[Result]) -> dict[str, int]:

@@ -159,11 +159,12 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
     verdicts: list[Verdict] = []
     if "instructions" in parts:
         progress("instructions (callgrind)")
-        counts = instructions.counted(sizes.instruction_jobs, sizes.repeat)
-        results += counts
-        verdicts = budget.verdicts(
-            budget.read().get(connection.vendor, {}), instructions.measured(counts)
+        figures = budget.read().get(connection.vendor, {})
+        counts = instructions.counted(
+            sizes.instruction_jobs, sizes.repeat, over=lambda now: budget.over(figures, now)
         )
+        results += counts
+        verdicts = budget.verdicts(figures, instructions.measured(counts))
     return Report(
         started, results, ratio_lines(results), checks(results, connection.vendor), verdicts
     )

@@ -48,3 +48,17 @@ def test_a_counted_run_that_does_not_do_its_work_fails_the_part():
     with pytest.raises(instructions.CountFailed, match="0 of 12 bench jobs were done"):
         instructions.counted(12, 1, counter=does_nothing)
     assert not Job.objects.filter(kind__startswith="bench.").exists()
+
+
+def test_a_count_over_its_budget_is_counted_again_until_three_rounds_decide():
+    asked = []
+
+    def always_over(medians: dict[str, int]) -> bool:
+        asked.append(medians)
+        return True
+
+    results = instructions.counted(3, 1, counter=rows_as_instructions, over=always_over)
+
+    assert len(asked) == 2, "asked after the first round and the second, never after the third"
+    assert asked[0] == {name: 1_000 for name in instructions.LABELS}
+    assert all(len(result.numbers["runs"]) == 3 for result in results)
