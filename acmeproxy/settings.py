@@ -1,12 +1,13 @@
 """Settings for acmeproxy, read from the environment through django-environ.
 
 Everything a deployment changes comes from a variable: `DATABASE_URL` (SQLite in
-the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, and the
-queue's nine `JOBS_*` keys (see `jobs.config`), and the orders example's
-`ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`. With `DEBUG=False` the
-HTTPS settings (`SECURE_SSL_REDIRECT`, `SECURE_HSTS_*`, `SESSION_COOKIE_SECURE`,
-`CSRF_COOKIE_SECURE`) default to their secure values, so `check --deploy` is
-clean; each may be overridden by its own variable (README, "Configure").
+the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, the
+queue's nine `JOBS_*` keys (see `jobs.config`), `JOBS_CONFIG_CHECK_SECONDS`,
+and the orders example's `ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`.
+With `DEBUG=False` the HTTPS settings (`SECURE_SSL_REDIRECT`, `SECURE_HSTS_*`,
+`SESSION_COOKIE_SECURE`, `CSRF_COOKIE_SECURE`) default to their secure values,
+so `check --deploy` is clean; each may be overridden by its own variable
+(README, "Configure").
 """
 
 import os

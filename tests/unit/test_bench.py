@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.core.management.base import CommandParser
 
 from acmeproxy.benchmarks.bench import budget, ratios
+from acmeproxy.benchmarks.bench.instructions import LABELS
 from acmeproxy.benchmarks.bench.measure import (
     AS_MET,
     FAVOURABLE,
@@ -368,3 +369,12 @@ def test_only_a_count_over_a_budget_it_has_asks_for_another_round():
     assert budget.over(figures, {"enqueue_per_call": 10**9}) is False, (
         "no budget: nothing to confirm"
     )
+
+
+def test_the_committed_budget_holds_every_measure_for_sqlite_and_postgresql():
+    committed = budget.read()
+
+    assert set(committed) == {"sqlite", "postgresql"}
+    for figures in committed.values():
+        assert set(figures) == set(LABELS)
+        assert all(count > 0 for count in figures.values())

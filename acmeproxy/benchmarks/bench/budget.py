@@ -130,10 +130,10 @@ def over(budget: Mapping[str, int], measured: Mapping[str, int]) -> bool:
     return any(v.budget is not None and not v.within for v in verdicts(budget, measured))
 
 
-def read(path: Path = BUDGET_FILE) -> dict[str, dict[str, int]]:
+def read(path: Path | None = None) -> dict[str, dict[str, int]]:
     """{vendor: {measure: instructions}} from the budget file (empty when missing)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads((path or BUDGET_FILE).read_text())
     except FileNotFoundError:
         return {}
     return {
@@ -155,5 +155,5 @@ def written(
     return json.dumps(document, indent=2) + "\n"
 
 
-def write(vendor: str, measured: Mapping[str, int], path: Path = BUDGET_FILE) -> None:
-    path.write_text(written(read(path), vendor, measured))
+def write(vendor: str, measured: Mapping[str, int], path: Path | None = None) -> None:
+    (path or BUDGET_FILE).write_text(written(read(path), vendor, measured))
