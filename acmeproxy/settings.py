@@ -1,12 +1,13 @@
 """Settings for acmeproxy, read from the environment through django-environ.
 
 Everything a deployment changes comes from a variable: `DATABASE_URL` (SQLite in
-the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, and the
-queue's nine `JOBS_*` keys (see `jobs.config`), and the orders example's
-`ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`. With `DEBUG=False` the
-HTTPS settings (`SECURE_SSL_REDIRECT`, `SECURE_HSTS_*`, `SESSION_COOKIE_SECURE`,
-`CSRF_COOKIE_SECURE`) default to their secure values, so `check --deploy` is
-clean; each may be overridden by its own variable (README, "Configure").
+the project folder by default), `SECRET_KEY`, `DEBUG`, `ALLOWED_HOSTS`, the
+queue's nine `JOBS_*` keys (see `jobs.config`), `JOBS_CONFIG_CHECK_SECONDS`,
+and the orders example's `ORDERS_UPSTREAM_URL` and `ORDERS_UPSTREAM_TIMEOUT`.
+With `DEBUG=False` the HTTPS settings (`SECURE_SSL_REDIRECT`, `SECURE_HSTS_*`,
+`SESSION_COOKIE_SECURE`, `CSRF_COOKIE_SECURE`) default to their secure values,
+so `check --deploy` is clean; each may be overridden by its own variable
+(README, "Configure").
 """
 
 import os
@@ -131,6 +132,13 @@ JOBS = {
 # one whole request, and the relay's lease is written from it.
 ORDERS_UPSTREAM_URL = env("ORDERS_UPSTREAM_URL", default="http://127.0.0.1:9/")
 ORDERS_UPSTREAM_TIMEOUT = env.float("ORDERS_UPSTREAM_TIMEOUT", default=10.0)
+
+# How often a runner re-reads the config row (1 s unless set; jobs.runner.ticker).
+# The instruction budget's counted runners stretch it: under callgrind a second
+# of real time is a fiftieth of one at full speed, so the re-reads a drain
+# meets would grow with the machine's load (benchmarks.bench.instructions).
+if "JOBS_CONFIG_CHECK_SECONDS" in os.environ:
+    JOBS_CONFIG_CHECK_SECONDS = env.float("JOBS_CONFIG_CHECK_SECONDS")
 
 # The bearer token Prometheus sends to scrape /metrics/jobs; unset, only a
 # signed-in user with the jobs.view_job permission may read it.

@@ -1,9 +1,11 @@
 """The benchmark's own arithmetic and presentation (`acmeproxy.benchmarks.bench`):
 percentiles, the median of repeated runs, ratios and issue 24's targets, the
-report's order, and what `benchjobs` accepts. No database."""
+report's order, what `benchjobs` accepts, and the instruction budget's
+arithmetic (callgrind's out file, the 2 % rule). No database."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -11,7 +13,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import CommandParser
 
-from acmeproxy.benchmarks.bench import ratios
+from acmeproxy.benchmarks.bench import budget, ratios
+from acmeproxy.benchmarks.bench.instructions import LABELS
 from acmeproxy.benchmarks.bench.measure import (
     AS_MET,
     FAVOURABLE,
@@ -25,7 +28,7 @@ from acmeproxy.benchmarks.bench.measure import (
     report_lines,
 )
 from acmeproxy.benchmarks.bench.procfs import ResidentMemory
-from acmeproxy.benchmarks.bench.suite import PARTS
+from acmeproxy.benchmarks.bench.suite import CHOICES, PARTS
 from acmeproxy.benchmarks.management.commands.benchjobs import Command
 
 
@@ -228,3 +231,150 @@ def test_resident_memory_shows_a_process_that_grows_late_in_its_run():
     assert quarter is not None, "sampled from /proc"
     assert whole is not None
     assert whole - quarter > 150, f"{quarter} MB in the first quarter, {whole} MB in all"
+
+
+def test_instructions_runs_only_when_named_since_it_needs_valgrind_and_minutes():
+    assert "instructions" in CHOICES
+    assert "instructions" not in PARTS, "a plain `benchjobs` does not count instructions"
+    assert parser().parse_args(["--part", "instructions", "--check"]).check is True
+
+
+def test_benchjobs_refuses_a_budget_check_without_the_instructions_part():
+    with pytest.raises(CommandError, match="--part instructions"):
+        call_command("benchjobs", "--part", "drain", "--check")
+
+
+#: The head and tail of a real callgrind out file (valgrind 3.19,
+#: --separate-threads=no), its cost lines cut.
+CALLGRIND_OUT = """\
+# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 11053
+cmd:  /work/main/.venv/bin/python -c import django
+part: 1
+
+
+desc: I1 cache:
+desc: Timerange: Basic block 0 - 21734388
+desc: Trigger: Program termination
+
+positions: line
+events: Ir
+summary: 108166639
+
+
+fl=(1) ???
+fn=(1) 0x0000000000020290
+0 3
+cfn=(2) _dl_start
+calls=1 0
+0 108166636
+
+totals: 108166639
+"""
+
+
+def test_a_callgrind_total_is_the_instructions_its_totals_line_counts():
+    assert budget.callgrind_total(CALLGRIND_OUT) == 108_166_639
+
+
+def test_a_callgrind_total_reads_the_ir_column_when_more_events_are_counted():
+    text = "events: Dr Ir Dw\nsummary: 5 900 7\ntotals: 6 1000 8\n"
+
+    assert budget.callgrind_total(text) == 1_000, "Ir's column, and totals before summary"
+
+
+def test_a_callgrind_total_falls_back_to_the_summary_line():
+    assert budget.callgrind_total("events: Ir\nsummary: 42\n") == 42
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "events: Dr\ntotals: 5\n",
+        "events: Ir\nfn=main\n0 5\n",
+        "summary: 5\ntotals: 5\n",
+        "",
+    ],
+)
+def test_a_file_without_an_instruction_total_is_refused_not_read_as_zero(text):
+    with pytest.raises(budget.CallgrindOutputError):
+        budget.callgrind_total(text)
+
+
+def test_the_spread_of_repeated_counts_is_their_range_over_their_median():
+    assert budget.spread([300_000, 303_000, 301_500]) == pytest.approx(0.00995, abs=1e-5)
+    assert budget.spread([7]) == 0.0
+
+
+def test_a_count_up_to_two_percent_over_its_budget_passes_and_one_above_fails():
+    at_bound, over, lower = budget.verdicts(
+        {"runner_per_job": 300_000, "enqueue_per_call": 100_000, "enqueue_many_per_row": 50_000},
+        {"runner_per_job": 306_000, "enqueue_per_call": 102_001, "enqueue_many_per_row": 40_000},
+    )
+
+    assert at_bound.within is True, "+2.00 % is allowed"
+    assert over.within is False, "+2.001 % is not"
+    assert lower.within is True, "a lower count passes (then lower the budget)"
+    assert "+2.00%" in over.failure()
+    assert "enqueue_per_call" in over.failure()
+    assert "100,000" in over.failure(), "the failure names the budget it broke"
+
+
+def test_a_verdict_line_shows_the_count_and_its_budget_either_way():
+    within, over = budget.verdicts(
+        {"runner_per_job": 300_000, "enqueue_per_call": 100_000},
+        {"runner_per_job": 299_000, "enqueue_per_call": 110_000},
+    )
+
+    assert "299,000" in within.line()
+    assert "300,000" in within.line()
+    assert "within" in within.line()
+    assert "110,000" in over.line()
+    assert "100,000" in over.line()
+    assert "+10.00%" in over.line()
+    assert "OVER" in over.line()
+
+
+def test_a_count_with_no_budget_fails_the_check_rather_than_passing_unchecked():
+    (verdict,) = budget.verdicts({}, {"runner_per_job": 300_000})
+
+    assert verdict.within is False
+    assert "no budget" in verdict.failure()
+
+
+def test_writing_one_vendors_budget_keeps_the_others(tmp_path):
+    path = tmp_path / "budget.json"
+    budget.write("sqlite", {"runner_per_job": 700_000}, path)
+    budget.write("postgresql", {"runner_per_job": 300_000}, path)
+    budget.write("sqlite", {"runner_per_job": 690_000}, path)
+
+    assert budget.read(path) == {
+        "postgresql": {"runner_per_job": 300_000},
+        "sqlite": {"runner_per_job": 690_000},
+    }
+    assert "2 %" in json.loads(path.read_text())["about"], "the file says what it holds"
+
+
+def test_a_missing_budget_file_reads_as_no_budget(tmp_path):
+    assert budget.read(tmp_path / "absent.json") == {}
+
+
+def test_only_a_count_over_a_budget_it_has_asks_for_another_round():
+    figures = {"runner_per_job": 300_000}
+
+    assert budget.over(figures, {"runner_per_job": 306_001}) is True
+    assert budget.over(figures, {"runner_per_job": 306_000}) is False
+    assert budget.over(figures, {"enqueue_per_call": 10**9}) is False, (
+        "no budget: nothing to confirm"
+    )
+
+
+def test_the_committed_budget_holds_every_measure_for_sqlite_and_postgresql():
+    committed = budget.read()
+
+    assert set(committed) == {"sqlite", "postgresql"}
+    for figures in committed.values():
+        assert set(figures) == set(LABELS)
+        assert all(count > 0 for count in figures.values())

@@ -21,6 +21,8 @@ Modules, one concern each: `measure` (results, statistics, the table),
 process and the driver's view of it), `drains`, `enqueue`, `latency` (with
 `enqueuer`, its enqueuing process), `ceiling` (the raw loops), `load`
 (pgbench beside a drain), `scale`, `ratios` (ratios and issue 24's targets),
-`suite` (which parts run, in what order). Nothing here imports the models at
+`instructions` (callgrind's counts, with `counted`, its client process),
+`budget` (the committed instruction budget and the 2 % rule), `suite`
+(which parts run, in what order). Nothing here imports the models at
 import time, so `enqueuer` can set Django up first.
 """

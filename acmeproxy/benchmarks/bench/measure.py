@@ -3,8 +3,8 @@ median of repeated runs, and the table a person reads.
 
 Pure code: nothing here touches the database, so all of it is unit-tested.
 Each result says which setup it was measured under (`AS_MET`, `RAW`,
-`FAVOURABLE`, `SCALE`), because a figure read without its setup is how the
-old benchmark's numbers came to be quoted as what users get.
+`FAVOURABLE`, `SCALE`, `INSTRUCTIONS`), because a figure read without its
+setup is how the old benchmark's numbers came to be quoted as what users get.
 """
 
 from __future__ import annotations
@@ -27,13 +27,16 @@ RAW = "raw"
 FAVOURABLE = "favourable"
 #: How a claim's cost moves as history grows.
 SCALE = "scale"
+#: Instructions executed, counted by callgrind: the budget a change is held to.
+INSTRUCTIONS = "instructions"
 
-GROUPS = (AS_MET, RAW, FAVOURABLE, SCALE)
+GROUPS = (AS_MET, RAW, FAVOURABLE, SCALE, INSTRUCTIONS)
 GROUP_TITLES = {
     AS_MET: "As users meet it",
     RAW: "Raw loops, same run (the ceilings the ratios divide by)",
     FAVOURABLE: "Favourable setups (today's figures, labelled by what flatters them)",
     SCALE: "Scale",
+    INSTRUCTIONS: "Instructions executed (callgrind, every thread)",
 }
 
 
@@ -109,6 +112,8 @@ def headline(result: Result) -> str:
         return f"p50 {numbers['p50']} / p99 {numbers['p99']} ms"
     if "ratio" in numbers:
         return f"x{numbers['ratio']}"
+    if "instructions" in numbers:
+        return f"{numbers['instructions']:,} instructions"
     return ""
 
 
@@ -183,4 +188,5 @@ def report_lines(
     )
     section(GROUP_TITLES[FAVOURABLE], figures(FAVOURABLE))
     section(GROUP_TITLES[SCALE], figures(SCALE))
+    section(GROUP_TITLES[INSTRUCTIONS], figures(INSTRUCTIONS))
     return lines

@@ -12,12 +12,23 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import connection
 from django.utils import timezone
 
-from acmeproxy.benchmarks.bench import ceiling, drains, enqueue, latency, load, routing, scale
+from acmeproxy.benchmarks.bench import (
+    budget,
+    ceiling,
+    drains,
+    enqueue,
+    instructions,
+    latency,
+    load,
+    routing,
+    scale,
+)
+from acmeproxy.benchmarks.bench.budget import Verdict
 from acmeproxy.benchmarks.bench.measure import Check, Result, median_of, report_lines
 from acmeproxy.benchmarks.bench.ratios import checks, ratio_lines
 
@@ -34,6 +45,11 @@ PARTS = (
     "ceiling",
     "scale",
 )
+#: Parts that run only when named: `instructions` needs valgrind and counts
+#: for minutes, and answers a different question (has the cost crept?).
+ON_REQUEST = ("instructions",)
+#: Every name `--part` accepts.
+CHOICES = (*PARTS, *ON_REQUEST)
 
 
 @dataclass(frozen=True)
@@ -51,8 +67,10 @@ class Sizes:
     samples: int = 200
     #: `pgbench -i -s`: 10 is a million accounts rows.
     pgbench_scale: int = 10
-    #: Runs of the drain, debug and enqueue parts; the median run is shown.
+    #: Runs of the drain, debug, enqueue and instructions parts; the median run is shown.
     repeat: int = 1
+    #: Jobs each instructions measure divides by: the budget's fixed workload.
+    instruction_jobs: int = 2_000
 
 
 @dataclass
@@ -61,9 +79,15 @@ class Report:
     results: list[Result]
     ratios: list[tuple[str, str]]
     checks: list[Check]
+    #: The instruction counts against their budget (when that part ran).
+    budget: list[Verdict] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        return report_lines(self.header, self.results, self.ratios, self.checks)
+        lines = report_lines(self.header, self.results, self.ratios, self.checks)
+        if self.budget:
+            lines += ["", f"== Instruction budget ({budget.BUDGET_FILE.name}) =="]
+            lines += [verdict.line() for verdict in self.budget]
+        return lines
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -71,6 +95,7 @@ class Report:
             "results": [result.__dict__ for result in self.results],
             "ratios": dict(self.ratios),
             "targets": [check.__dict__ | {"verdict": check.verdict} for check in self.checks],
+            "budget": [verdict.__dict__ | {"within": verdict.within} for verdict in self.budget],
         }
 
 
@@ -114,7 +139,7 @@ REPEATED = ("drain", "routing", "retry", "debug", "enqueue")
 
 
 def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = print) -> Report:
-    """Measure `parts` (names from `PARTS`) in `PARTS` order."""
+    """Measure `parts` (names from `CHOICES`) in `CHOICES` order."""
     chosen = [part for part in PARTS if part in parts]
     started = header()
     results: list[Result] = []
@@ -131,7 +156,18 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
         results.append(
             scale.claim_against_history(sizes.samples, sizes.settled, sizes.settled // 10)
         )
-    return Report(started, results, ratio_lines(results), checks(results, connection.vendor))
+    verdicts: list[Verdict] = []
+    if "instructions" in parts:
+        progress("instructions (callgrind)")
+        figures = budget.read().get(connection.vendor, {})
+        counts = instructions.counted(
+            sizes.instruction_jobs, sizes.repeat, over=lambda now: budget.over(figures, now)
+        )
+        results += counts
+        verdicts = budget.verdicts(figures, instructions.measured(counts))
+    return Report(
+        started, results, ratio_lines(results), checks(results, connection.vendor), verdicts
+    )
 
 
 def header() -> dict[str, str]:

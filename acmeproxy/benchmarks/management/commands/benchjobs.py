@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
 from jobs import log
 
@@ -30,14 +30,17 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        from acmeproxy.benchmarks.bench.suite import PARTS, Sizes
+        from acmeproxy.benchmarks.bench.suite import CHOICES, ON_REQUEST, Sizes
 
         defaults = Sizes()
         parser.add_argument(
             "--part",
-            choices=PARTS,
+            choices=CHOICES,
             action="append",
-            help=f"Run only this part (repeatable): {', '.join(PARTS)}. Default: all.",
+            help=(
+                f"Run only this part (repeatable): {', '.join(CHOICES)}. Default: all "
+                f"but {', '.join(ON_REQUEST)}, which runs only when named."
+            ),
         )
         parser.add_argument(
             "--jobs",
@@ -73,13 +76,33 @@ class Command(BaseCommand):
             "--repeat",
             type=_at_least_one,
             default=defaults.repeat,
-            help="Runs of the drain, debug and enqueue parts; the median run is shown (1).",
+            help=(
+                "Runs of the drain, debug, enqueue and instructions parts; "
+                "the median run is shown (1)."
+            ),
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help=(
+                "With --part instructions: exit non-zero when a count exceeds its "
+                "budget (acmeproxy/benchmarks/instruction-budget.json) by more than 2 %%."
+            ),
+        )
+        parser.add_argument(
+            "--write-budget",
+            action="store_true",
+            help="With --part instructions: write the counts as this database's budget.",
         )
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from acmeproxy.benchmarks.bench import budget
         from acmeproxy.benchmarks.bench.suite import PARTS, Sizes, run
 
+        parts = options["part"] or PARTS
+        if (options["check"] or options["write_budget"]) and "instructions" not in parts:
+            raise CommandError("--check and --write-budget go with --part instructions")
         try:
             # A scratch database is usually a fresh one: bring its tables up first.
             call_command("migrate", interactive=False, verbosity=0)
@@ -95,13 +118,17 @@ class Command(BaseCommand):
             pgbench_scale=options["pgbench_scale"],
             repeat=options["repeat"],
         )
-        report = run(
-            options["part"] or PARTS,
-            sizes,
-            progress=lambda part: self.stderr.write(f"measuring {part}..."),
-        )
+        report = run(parts, sizes, progress=lambda part: self.stderr.write(f"measuring {part}..."))
         if options["json"]:
             self.stdout.write(json.dumps(report.as_json(), indent=2, default=str))
-            return
-        for line in report.lines():
-            self.stdout.write(line)
+        else:
+            for line in report.lines():
+                self.stdout.write(line)
+        if options["write_budget"]:
+            counts = {verdict.measure: verdict.measured for verdict in report.budget}
+            budget.write(connection.vendor, counts)
+            self.stderr.write(f"wrote the {connection.vendor} budget to {budget.BUDGET_FILE}")
+        elif options["check"]:
+            failures = [verdict.failure() for verdict in report.budget if not verdict.within]
+            if failures:
+                raise CommandError("instruction budget exceeded: " + "; ".join(failures))
