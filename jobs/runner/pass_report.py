@@ -4,15 +4,16 @@ supervisor of the loop reads, rather than the runner's parts."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jobs.runner.attempt import Attempt
 
 
-@dataclass(frozen=True, slots=True)
-class PassReport:
+class PassReport(NamedTuple):
     """One pass: the attempts it timed out, the `Done` rows it settled, the
-    attempts it claimed and handed on, and the slots that were free."""
+    attempts it claimed and handed on, and the slots that were free (a named
+    tuple: one is built each pass, and a frozen dataclass costs several times
+    more to build)."""
 
     #: Attempts past their budget, timed out before the claim.
     reaped: list[Attempt]

@@ -137,7 +137,8 @@ class SettleTries:
                 self._close()
                 self.sleep(pause)
                 continue
-            self._thread.gave_up_at = None
+            if gave_up_at is not None:
+                self._thread.gave_up_at = None
             if tried > 1:
                 log.event(
                     "job_settle_recovered",

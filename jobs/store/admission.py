@@ -9,21 +9,25 @@ narrows it for each statement of a claim under limits.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+#: No limits, no rooms: a mapping nobody can change, shared by every admission.
+_NONE: Mapping[str, int] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):
     """Claim up to `limit` ready rows of the kinds in `leases`, at `now`, as `runner`.
 
     The first seven fields are what one statement reads; `kind_limits` and
     `queue_rooms` are what `jobs.store.limits` keeps to across the statements
-    of a claim under limits (a store's own claim ignores them).
+    of a claim under limits (a store's own claim ignores them). Immutable, and
+    a named tuple rather than a frozen dataclass: the runner builds one each
+    pass, and a frozen dataclass's `__init__` sets each field through
+    `object.__setattr__`, several times slower.
     """
 
     now: datetime
@@ -41,9 +45,9 @@ class Admission:
     #: `applies_kind_caps` (set by `jobs.store.limits` for one statement).
     kind_caps: Mapping[str, int] | None = None
     #: Each limited kind's concurrency limit, across every runner.
-    kind_limits: Mapping[str, int] = field(default_factory=dict)
+    kind_limits: Mapping[str, int] = _NONE
     #: The slots this runner may still give each capped queue of `queues`.
-    queue_rooms: Mapping[str, int] = field(default_factory=dict)
+    queue_rooms: Mapping[str, int] = _NONE
 
     @property
     def empty(self) -> bool:
@@ -59,9 +63,7 @@ class Admission:
     ) -> Admission:
         """The same request for one statement of a claim under limits: these
         kinds, at most `limit` rows, these queues, and these kinds' caps."""
-        return dataclasses.replace(
-            self, leases=leases, limit=limit, queues=queues, kind_caps=kind_caps
-        )
+        return self._replace(leases=leases, limit=limit, queues=queues, kind_caps=kind_caps)
 
 
 def taking_either_form[Verb: Callable[..., Any]](verb: Verb, leading: int) -> Verb:
@@ -85,4 +87,4 @@ def taking_either_form[Verb: Callable[..., Any]](verb: Verb, leading: int) -> Ve
 
 
 #: The fields a claim's old call named, in the order it took them.
-FIELDS = tuple(f.name for f in dataclasses.fields(Admission))
+FIELDS = Admission._fields
