@@ -38,9 +38,7 @@ HELP = (
 def add_parser(verbs: Verbs) -> None:
     """`schedules` lists (`--json` for scripts); `schedules disable|enable NAME` switches one."""
     schedules = verb.add(verbs, "schedules", HELP, handle_listing)
-    schedules.add_argument(
-        "--json", action="store_true", help="Print the schedules as JSON, for scripts."
-    )
+    verb.json_argument(schedules, "the schedules")
     switches = schedules.add_subparsers(dest="switch", metavar="disable|enable")
     for name, help in (
         (

@@ -50,11 +50,7 @@ def add_parser(verbs: Verbs) -> None:
     """`show`'s id, and JSON for scripts."""
     show = verb.add(verbs, "show", HELP, handle)
     show.add_argument("id", type=arguments.job_id, metavar="ID", help=ID_HELP)
-    show.add_argument(
-        "--json",
-        action="store_true",
-        help="Print the job as JSON, for scripts: every field, errors as its entries.",
-    )
+    verb.json_argument(show, "the job", "every field, errors as its entries")
 
 
 def handle(write: Write, options: Options) -> int:

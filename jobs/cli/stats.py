@@ -32,9 +32,7 @@ HELP = (
 
 def add_parser(verbs: Verbs) -> None:
     stats = verb.add(verbs, "stats", HELP, handle)
-    stats.add_argument(
-        "--json", action="store_true", help="Print the numbers as JSON, for scripts."
-    )
+    verb.json_argument(stats, "the numbers")
 
 
 def handle(write: Write, options: Options) -> int:

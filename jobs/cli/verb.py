@@ -82,6 +82,14 @@ def subcommand(verbs: Verbs, name: str, help: str) -> ArgumentParser:
     return sub
 
 
+def json_argument(parser: ArgumentParser, thing: str, detail: str = "") -> None:
+    """`--json`: print `thing` as JSON instead of text (`detail` says what it holds)."""
+    said = f": {detail}" if detail else ""
+    parser.add_argument(
+        "--json", action="store_true", help=f"Print {thing} as JSON, for scripts{said}."
+    )
+
+
 def by_argument(parser: ArgumentParser, what: str = "Who did it, logged and kept") -> None:
     parser.add_argument("--by", default=None, help=f"{what} (default cli:<your user name>).")
 
