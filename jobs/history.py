@@ -212,9 +212,12 @@ def for_attempt(
 
     `reason` is the traceback when `exception` was raised in the handler
     (ours, the `AttemptError`s, carry none); the entry's error is its telling
-    line, after `prefix`.
+    line, after `prefix`. The entry's traceback is that traceback, or a
+    reason of several lines in full: a retired row keeps its telling line
+    alone (`jobs.retirement.told`), so the record is where the rest is read.
     """
     line = telling_line(reason)
+    raised = exception is not None and not isinstance(exception, AttemptError)
     return record(
         attempt=job.attempts,
         started_at=job.started_at,
@@ -223,7 +226,7 @@ def for_attempt(
         outcome=outcome,
         error=f"{prefix}: {line}" if prefix else line,
         exception=exception,
-        traceback="" if exception is None or isinstance(exception, AttemptError) else reason,
+        traceback=reason if raised or "\n" in reason.strip() else "",
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from jobs.presentation import telling_line
+from jobs.presentation import telling_line, terminal_safe
 
 logger = logging.getLogger("jobs")
 
@@ -68,10 +68,16 @@ def first_line(error: BaseException) -> str:
 
 
 def _show(value: Any) -> str:
-    text = str(value)
-    if not text or any(c.isspace() or c in '"=' for c in text):
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    return text
+    """A field's value as `key=value` shows it: as it is when it holds no space,
+    quote, `=` or character a terminal would obey; else quoted, its quotes and
+    backslashes escaped, and every such character written as its escape
+    (`jobs.presentation.terminal_safe`, as `manage.py jobs` shows it): a key
+    holding an ESC or a newline must neither drive the operator's terminal
+    nor start a line that reads as another event."""
+    text = value if type(value) is str else str(value)
+    if text.isprintable() and text and " " not in text and '"' not in text and "=" not in text:
+        return text
+    return '"' + terminal_safe(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 class JSONFormatter(logging.Formatter):

@@ -3,9 +3,10 @@ are said, once, for every screen that says them.
 
 The admin, `manage.py jobs` and the runner's log lines all show the same few
 facts about a job; written in each (as they were, four times over for an
-error's telling line), a fix to one would miss the others. Each wording
-lives here once. Where two screens say a thing differently on purpose, one function
-takes the difference as a parameter: `glance=True` is the admin's list and
+error's telling line, twice for escaping what a terminal would obey), a fix
+to one would miss the others. Each wording lives here once. Where two
+screens say a thing differently on purpose, one function takes the
+difference as a parameter: `glance=True` is the admin's list and
 dashboard, read across a table in a second ("3 min", "overdue 2 h"); the
 default is the shell's, which has room for two units ("4m 10s", "runs in 5m").
 
@@ -18,6 +19,7 @@ without a cycle.
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import datetime
 from typing import Protocol
 
@@ -49,20 +51,99 @@ class Scheduled(Protocol):
     def finished_at(self) -> datetime | None: ...
 
 
+#: The line a traceback opens with (`traceback.format_exception`), and an exception group's.
+TRACEBACK = "Traceback (most recent call last):"
+GROUP_TRACEBACK = "+ Exception Group " + TRACEBACK
+
+#: The lines between chained tracebacks: a traceback after one of them is the
+#: next exception's; one anywhere else is text its message quotes.
+CHAINED = frozenset(
+    (
+        "During handling of the above exception, another exception occurred:",
+        "The above exception was the direct cause of the following exception:",
+    )
+)
+
+
 def telling_line(text: str, *, trim: bool = True) -> str:
     """The line of an error that says what happened; "" for an empty error.
 
-    A reason's first line; for a traceback (an exception escaping `run`) its
-    last, the exception itself, since "Traceback (most recent call last):"
-    says nothing. Blank lines are skipped. With `trim` the line loses its own
-    leading and trailing spaces (the admin and the shell); without, it is kept
-    as written (the runner's log lines, and `jobs.log.first_line`).
+    A reason's first line; for a traceback (an exception escaping `run`) the
+    exception itself, since "Traceback (most recent call last):" says
+    nothing: the first line of the last exception raised (`RuntimeError:
+    boom`), not a later line of its message or a note. A traceback after a
+    reason on its first line (`gave up after 3 of 3 attempts: Traceback
+    ...`, as rows retired before the line was kept alone hold it) keeps the
+    reason before the exception's line. Blank lines are skipped. With `trim`
+    the line loses its own leading and trailing spaces (the admin and the
+    shell); without, it is kept as written (the runner's log lines, and
+    `jobs.log.first_line`).
     """
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
-    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    first = lines[0].lstrip()
+    if not first.endswith(TRACEBACK):
+        line = first if len(lines) > 1 else first.rstrip()
+    else:
+        line = _raised(first, lines[1:]) or lines[-1].rstrip()
     return line.strip() if trim else line
+
+
+def _raised(first: str, rest: list[str]) -> str:
+    """The line naming the exception a traceback ends with, after what its
+    `first` line says before the heading (a retirement's reason, in old
+    rows); "" when none sits at the margin.
+
+    That line is the first at the margin after the last chained traceback's
+    heading: frames are indented below it, and a message's further lines and
+    notes follow it. An exception group is drawn inside a margin of "  | ",
+    and is named by its own line.
+    """
+    group = first.endswith(GROUP_TRACEBACK)
+    prefix = first.removesuffix(GROUP_TRACEBACK if group else TRACEBACK).rstrip()
+    start, margin = 0, "  | " if group else ""
+    for index, line in enumerate(rest):
+        if index and rest[index - 1] in CHAINED:
+            if line == TRACEBACK:
+                start, margin = index + 1, ""
+            elif line == "  " + GROUP_TRACEBACK:
+                start, margin = index + 1, "  | "
+    for line in rest[start:]:
+        if line.startswith(margin) and not line[len(margin) : len(margin) + 1].isspace():
+            raised = line[len(margin) :]
+            return f"{prefix} {raised}" if prefix else raised
+    return ""
+
+
+#: The Unicode categories `terminal_safe` escapes: controls (newline, tab and
+#: escape among them), format characters (a right-to-left override), lone
+#: surrogates (which no terminal encoding can write) and the line and
+#: paragraph separators.
+UNSAFE = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
+
+
+def terminal_safe(text: str) -> str:
+    """`text` on one line, with every character a terminal would obey written as its escape.
+
+    Kinds, keys, payloads and errors come from callers, handlers and upstream
+    services; printed raw, an escape sequence in one (`\\x1b[2J`, a carriage
+    return, a right-to-left override) would be obeyed by the operator's
+    terminal instead of shown, and a newline would start a line that reads
+    as another job's row or log line. Printable text, in any script, is kept
+    as written. The one escaping of `manage.py jobs` and of the log lines
+    (`jobs.log`), which write it on the runner's path: text with nothing to
+    escape, nearly all of it, is returned after one pass in C
+    (`str.isprintable`, false for every category escaped here).
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) in UNSAFE
+        else char
+        for char in text
+    )
 
 
 def duration(seconds: float, *, glance: bool = False) -> str:

@@ -81,7 +81,12 @@ def retire(
 
     Fenced on that attempt, like every settle: False, with nothing written and
     nobody told, when the attempt no longer owns the row (the caller logs it).
+
+    The row keeps, and `abandon` is told, the reason's telling line alone
+    (`told`): "gave up after 3 of 3 attempts: RuntimeError: boom", never the
+    traceback, which `entry` keeps for the attempt record.
     """
+    reason = told(reason)
     with transaction.atomic(using=store.using):
         if not store.retire(job, now, reason, entry, state):
             return False
@@ -92,13 +97,7 @@ def retire(
             None,
         )
         job.abandon_owed_at = now
-        log.event(
-            "job_failed",
-            logging.WARNING,
-            outcome=state,
-            **job_fields(job),
-            error=telling_line(reason, trim=False),
-        )
+        log.event("job_failed", logging.WARNING, outcome=state, **job_fields(job), error=reason)
         timed_out = entry.outcome == history.Outcome.TIMED_OUT
         observers.finished_on_commit(
             job, Outcome.TIMED_OUT if timed_out else Outcome.FAILED, store.using, now
@@ -129,6 +128,7 @@ def cancel(
     runner that has one, and that is logged. `hooks=False` tells no lifecycle
     hook (the schedules' reconcile, replacing or removing an occurrence itself).
     """
+    reason = told(reason)
     with transaction.atomic(using=store.using):
         job = store.cancel(job_id, now, reason)
         if job is None:
@@ -153,6 +153,19 @@ def cancel(
         else:
             owe(store, job, handler, reason)
     return job
+
+
+def told(reason: str) -> str:
+    """What a retired row keeps in `last_error` and its handler's `abandon` is
+    told: `reason`'s telling line (`jobs.presentation.telling_line`), one line.
+
+    A traceback names server paths and runs to dozens of lines; an
+    `abandon` passes its reason on (the orders example to its API's
+    clients), and the screens show one line of it. The attempt record keeps
+    the rest. One line, too, so that retired rows can be grouped by it.
+    A reason with no telling line (blank) is kept as it is.
+    """
+    return telling_line(reason) or reason
 
 
 def owe(store: Store, job: Job, handler: JobHandler, reason: str) -> None:
@@ -188,7 +201,8 @@ def pay(store: Store, job: Job, handler: JobHandler, reason: str, *, late: bool 
         return False
     since: dict[str, Any] = {"owed_since": job.abandon_owed_at} if late else {}
     log.event("job_abandon_started", outcome="started", **job_fields(job), **since)
-    abandon(handler, job, reason, store.using)
+    # A debt a process of an earlier version left holds the whole reason.
+    abandon(handler, job, told(reason) if late else reason, store.using)
     return True
 
 
@@ -211,12 +225,7 @@ def abandon(handler: JobHandler, job: Job, reason: str, using: str) -> None:
         )
         _drop_if_broken(using)
     else:
-        log.event(
-            "job_abandoned",
-            outcome="abandoned",
-            **job_fields(job),
-            reason=telling_line(reason, trim=False),
-        )
+        log.event("job_abandoned", outcome="abandoned", **job_fields(job), reason=reason)
         signals.on_commit(signals.job_abandoned, job.kind, using, job=job, reason=reason)
 
 

@@ -3,41 +3,20 @@ and rows in aligned columns.
 
 Shared by every verb of `manage.py jobs` (the modules of `jobs.cli`), so
 that what a row holds is escaped in one place, and a fix to it reaches every
-screen. Pure functions: no database, no clock.
+screen: `terminal_safe`, which lives in `jobs.presentation` since the log
+lines escape with it too. Pure functions: no database, no clock.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Sequence
 
-from jobs.presentation import telling_line
+from jobs.presentation import telling_line, terminal_safe
 
 #: Where a verb writes its lines (the command's `self.stdout.write`).
 Write = Callable[[str], None]
 
-
-#: The Unicode categories `terminal_safe` escapes: controls (newline and tab
-#: among them), format characters (a right-to-left override), lone surrogates
-#: (which no terminal encoding can write) and the line and paragraph separators.
-UNSAFE = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
-
-
-def terminal_safe(text: str) -> str:
-    """`text` on one line, with every character a terminal would obey written as its escape.
-
-    Kinds, keys, payloads and errors come from callers, handlers and upstream
-    services; printed raw, an escape sequence in one (`\\x1b[2J`, a carriage
-    return, a right-to-left override) would be obeyed by the operator's
-    terminal instead of shown, and a newline would start a line that reads
-    as another job's row. Printable text, in any script, is kept as written.
-    """
-    return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char) in UNSAFE
-        else char
-        for char in text
-    )
+__all__ = ["ERROR_WIDTH", "Write", "error_line", "table", "terminal_safe"]
 
 
 #: `list` shows this much of the telling line of `last_error`; `show` has it all.
