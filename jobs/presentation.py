@@ -227,3 +227,32 @@ def attempts_not_done(count: int, kept: int) -> str:
     when older entries were dropped, how many of them are kept."""
     said = "1 attempt did not end done" if count == 1 else f"{count} attempts did not end done"
     return said if count <= kept else f"{said}; the last {kept} are kept"
+
+
+def cancelling_running(hard_kill_after: int) -> str:
+    """What cancelling a running job does to its handler and its runner, as the
+    admin's and the shell's cancel say it, with `hard_kill_after` as now set.
+
+    A cancel retires the row and fences the attempt's settle out; it cannot
+    reach into the thread running the handler (`jobs.runner.watch`), so an
+    operator cancelling a hung job must know the process restart, not the
+    cancel, is what ends it.
+    """
+    if hard_kill_after:
+        hung = (
+            f"A hung synchronous handler ends only with its process: {hard_kill_after} s "
+            "past its budget (hard_kill_after), its runner stops claiming, lets its other "
+            "jobs finish within --grace and exits, to be restarted by runjobs --processes "
+            "or your process manager."
+        )
+    else:
+        hung = (
+            "A hung synchronous handler ends only with its process, and hard_kill_after is 0: "
+            "its runner never restarts itself, and the handler keeps its thread and "
+            "database connection until the process is restarted."
+        )
+    return (
+        "Cancelling does not stop a running handler: it runs on until it returns or its "
+        "budget runs out (an async handler is stopped then, a synchronous one cannot be), "
+        f"and what it returns is discarded. {hung}"
+    )

@@ -7,7 +7,9 @@ would touch and what it would skip, and writes only when that page is posted
 back with `post=yes`. The page posts to the URL it came from, with the field
 the action came in (`action` from the list, `CHANGE_FORM-action` from a job's
 own page), so Django's action handling runs the action a second time; the
-list's filters ride along in that URL for "select all".
+list's filters ride along in that URL for "select all". Where running jobs are
+among them, it says what the cancel cannot do: stop their handlers
+(`jobs.presentation.cancelling_running`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from jobs.models import Job, State
+from jobs.models import Job, JobsConfig, State
+from jobs.presentation import cancelling_running
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -75,6 +78,8 @@ def confirmation_page(
     selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
     touched = queryset.filter(state__in=what.touches)
     skipped = queryset.exclude(state__in=what.touches)
+    running = touched.filter(state=State.RUNNING).count()
+    note = cancelling_running(JobsConfig.load(queryset.db).hard_kill_after) if running else ""
     found = 0 if select_across else queryset.count()
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
@@ -86,6 +91,8 @@ def confirmation_page(
         "select_across": select_across,
         "touched": _rows(touched),
         "touched_count": touched.count(),
+        "running_count": running,
+        "running_note": note,
         "skipped": _rows(skipped),
         "skipped_count": skipped.count(),
         "missing_count": 0 if select_across else max(len(set(selected)) - found, 0),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from functools import partial
 
 from django.db import DEFAULT_DB_ALIAS
 
@@ -14,11 +13,14 @@ from jobs.cli.ids import acted_on
 from jobs.cli.text import Write
 from jobs.cli.verb import ID_HELP, Options, Verbs
 from jobs.job_ids import IdPrefix
+from jobs.models import Job, JobsConfig, State
+from jobs.presentation import cancelling_running
 
 #: cancel's help, as `--help` shows it.
 HELP = (
     "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
-    "Exits 1 if any job was skipped."
+    "A running handler is not stopped: a hung one ends only when its runner process "
+    "restarts, hard_kill_after past its budget. Exits 1 if any job was skipped."
 )
 
 
@@ -36,5 +38,20 @@ def handle(write: Write, options: Options) -> int:
 def cancel_jobs(
     write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, by: str, using: str = DEFAULT_DB_ALIAS
 ) -> int:
-    """Retire queued or running jobs as cancelled (see `jobs.operations.cancel`)."""
-    return acted_on(write, ids, using, partial(operations.cancel, by=by, using=using))
+    """Retire queued or running jobs as cancelled (see `jobs.operations.cancel`);
+    when some it cancelled were running, say after the report what the cancel
+    did not do."""
+    running: list[uuid.UUID] = []
+
+    def cancel(found: list[uuid.UUID]) -> operations.Report:
+        jobs = Job.objects.using(using).filter(id__in=found, state=State.RUNNING)
+        running.extend(jobs.values_list("id", flat=True))
+        return operations.cancel(found, by=by, using=using)
+
+    status = acted_on(write, ids, using, cancel)
+    if running:
+        jobs = Job.objects.using(using).filter(id__in=running, state=State.CANCELLED)
+        if count := jobs.count():
+            note = cancelling_running(JobsConfig.load(using).hard_kill_after)
+            write(f"{count} of them {'was' if count == 1 else 'were'} running. {note}")
+    return status

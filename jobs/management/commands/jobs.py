@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs import cli
+from jobs import cli, log
 from jobs.cli.dispatch import run
 from jobs.cli.verb import EXIT_STATUS, HelpFormatter
 
@@ -36,5 +36,8 @@ class Command(BaseCommand):
             verb.add_parser(verbs)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # An operator's change (a pause, a limit, a cancel) is logged naming
+        # who made it; without a LOGGING setting Python would drop those lines.
+        log.to_terminal_unless_configured()
         if status := run(options, self.stdout):
             sys.exit(status)
