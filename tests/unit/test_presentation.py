@@ -6,8 +6,12 @@ and these pin the two wordings side by side, so that a change meant for one
 screen cannot reach the other unseen.
 """
 
+import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
+
+import pytest
 
 from jobs import presentation
 from jobs.models import State
@@ -35,6 +39,69 @@ def test_an_errors_telling_line_is_a_reasons_first_and_a_tracebacks_last():
         "the runner's log lines keep the line as written"
     )
     assert telling_line(" \n\t\n") == "", "an empty error has no telling line"
+
+
+def _traceback_of(raising: Callable[[], object]) -> str:
+    try:
+        raising()
+    except BaseException as error:
+        return "".join(traceback.format_exception(error))
+    raise AssertionError("it was meant to raise")
+
+
+def _multi_line() -> None:
+    raise ValueError("boom on attempt 3\nDETAIL: Key (id)=(7) already exists.")
+
+
+def _noted() -> None:
+    error = RuntimeError("boom on attempt 3")
+    error.add_note("while relaying order 7")
+    raise error
+
+
+def _chained() -> None:
+    try:
+        {}["upstream"]
+    except KeyError as cause:
+        raise RuntimeError("boom on attempt 3") from cause
+
+
+def _quoting_a_traceback() -> None:
+    raise RuntimeError(
+        "child failed:\nTraceback (most recent call last):\n  File x\nValueError: no"
+    )
+
+
+def _group() -> None:
+    raise ExceptionGroup("two failed", [ValueError(1), TypeError(2)])
+
+
+def _syntax() -> None:
+    compile("x =", "<payload>", "exec")
+
+
+@pytest.mark.parametrize(
+    ("raising", "line"),
+    [
+        (_multi_line, "ValueError: boom on attempt 3"),
+        (_noted, "RuntimeError: boom on attempt 3"),
+        (_chained, "RuntimeError: boom on attempt 3"),
+        (_quoting_a_traceback, "RuntimeError: child failed:"),
+        (_group, "ExceptionGroup: two failed (2 sub-exceptions)"),
+        (_syntax, "SyntaxError: invalid syntax"),
+    ],
+    ids=lambda value: getattr(value, "__name__", "line"),
+)
+def test_a_tracebacks_telling_line_is_the_raised_exceptions_own_line(raising, line):
+    """Not the last line of the text: a message's second line (a driver's
+    DETAIL, naming a key), a note, or a traceback a message quotes would be
+    taken for it, and retired jobs grouped by it would split by key."""
+    text = _traceback_of(raising)
+    assert telling_line(text) == line
+    assert telling_line(f"gave up after 3 of 3 attempts: {text}") == (
+        f"gave up after 3 of 3 attempts: {line}"
+    ), "a reason written before the traceback, as rows retired before kept it, is kept"
+    assert telling_line(telling_line(text)) == line, "the telling line of a telling line is itself"
 
 
 def test_a_duration_has_two_units_in_a_shell_and_one_at_a_glance():
