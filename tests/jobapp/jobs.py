@@ -108,7 +108,9 @@ class RefuseHandler(JobHandler):
     `payload["abandon_seconds"]`, and raises when `payload["abandon"]` is
     `"raise"`. Its `recover` raises when `TEST_RECOVER_RAISES` is set. With
     `TEST_DIE_AFTER_RETIREMENT` set, the process SIGKILLs itself as soon as a
-    retirement of its kind commits, before the call of `abandon` is claimed."""
+    retirement of its kind commits, before the call of `abandon` is claimed.
+    With `payload["raise"]` set, `run` raises instead (`RuntimeError: boom on
+    attempt N`), after a `KeyError` it handles, as a real failure does."""
 
     kind = "test.refuse"
 
@@ -117,6 +119,11 @@ class RefuseHandler(JobHandler):
 
     def run(self, job: Job) -> Failed:
         _finish(_record(job))
+        if job.payload.get("raise"):
+            try:
+                {}["upstream"]
+            except KeyError:
+                raise RuntimeError(f"boom on attempt {job.attempts}") from None
         return Failed("refused on purpose")
 
     def abandon(self, job: Job, reason: str) -> None:
