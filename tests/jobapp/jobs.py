@@ -121,9 +121,9 @@ class RefuseHandler(JobHandler):
         _finish(_record(job))
         if job.payload.get("raise"):
             try:
-                {}["upstream"]
+                raise KeyError("upstream")
             except KeyError:
-                raise RuntimeError(f"boom on attempt {job.attempts}") from None
+                raise RuntimeError(f"boom on attempt {job.attempts}")  # noqa: B904 - chained, as real ones are
         return Failed("refused on purpose")
 
     def abandon(self, job: Job, reason: str) -> None:

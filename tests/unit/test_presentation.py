@@ -61,7 +61,7 @@ def _noted() -> None:
 
 def _chained() -> None:
     try:
-        {}["upstream"]
+        raise KeyError("upstream")
     except KeyError as cause:
         raise RuntimeError("boom on attempt 3") from cause
 

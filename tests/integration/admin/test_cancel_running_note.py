@@ -5,15 +5,16 @@ handler. An operator cancelling a hung job must know that its runner's restart,
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
-from jobs.models import State
+from jobs.models import Job, State
 from tests.factories import make_job
 
 pytestmark = pytest.mark.django_db
 
 
-def confirmation(admin_client, *jobs) -> str:
+def confirmation(admin_client: Client, *jobs: Job) -> str:
     response = admin_client.post(
         reverse("admin:jobs_job_changelist"),
         {"action": "cancel", "index": 0, "_selected_action": [str(job.id) for job in jobs]},

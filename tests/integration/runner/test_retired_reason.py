@@ -35,9 +35,9 @@ class Booms(Recording):
 
     def outcome(self, job: Job) -> Any:
         try:
-            {}["upstream"]
-        except KeyError:
-            raise RuntimeError(f"boom on attempt {job.attempts}\nupstream said: no") from None
+            raise KeyError("upstream")
+        except KeyError as cause:
+            raise RuntimeError(f"boom on attempt {job.attempts}\nupstream said: no") from cause
 
 
 def listed(*args: str) -> str:
