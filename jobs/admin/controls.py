@@ -22,7 +22,9 @@ from weakref import WeakKeyDictionary
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.text import capfirst
 from django.utils import timezone
 
 from jobs import controls
@@ -112,10 +114,17 @@ class ControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscript
         )
 
     def log_addition(self, request: HttpRequest, obj: Control, message: Any) -> Any:
-        """An add that wrote onto an existing row is that row's change in its history."""
-        if request in _REPLACED:
-            return self.log_change(request, obj, message)
-        return super().log_addition(request, obj, message)
+        """An add that wrote onto an existing row is that row's change in its history,
+        naming the columns it changed."""
+        before = _REPLACED.get(request)
+        if before is None:
+            return super().log_addition(request, obj, message)
+        changed = [
+            str(capfirst(Control._meta.get_field(column).verbose_name))
+            for column in ("paused", "concurrency_limit")
+            if getattr(before, column) != getattr(obj, column)
+        ]
+        return self.log_change(request, obj, [{"changed": {"fields": changed}}])
 
     def response_add(
         self, request: HttpRequest, obj: Control, post_url_continue: str | None = None
@@ -132,7 +141,11 @@ class ControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscript
             "is what runners read.",
             messages.WARNING,
         )
-        return self.response_change(request, obj)
+        if "_continue" in request.POST:
+            return HttpResponseRedirect(reverse("admin:jobs_control_change", args=[obj.pk]))
+        if "_addanother" in request.POST:
+            return HttpResponseRedirect(request.path)
+        return self.response_post_save_change(request, obj)
 
     def delete_model(self, request: HttpRequest, obj: Control) -> None:
         super().delete_model(request, obj)

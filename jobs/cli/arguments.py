@@ -83,7 +83,7 @@ PAYLOAD_FILE_MAX_BYTES = 16 * 1024 * 1024
 def payload_file(path: str) -> dict[str, Any]:
     """A JSON object read from the file at `path`, or from standard input for "-":
     a payload larger than one shell argument can hold (128 KiB on Linux)."""
-    source = "standard input" if path == "-" else repr(_shown(path))
+    source = "standard input" if path == "-" else repr(path)
     try:
         if path == "-":
             data = sys.stdin.buffer.read(PAYLOAD_FILE_MAX_BYTES + 1)
@@ -92,7 +92,7 @@ def payload_file(path: str) -> dict[str, Any]:
                 data = file.read(PAYLOAD_FILE_MAX_BYTES + 1)
     except OSError as error:
         raise argparse.ArgumentTypeError(
-            f"cannot read {_shown(path)!r}: {error.strerror or error}"
+            f"cannot read {source}: {error.strerror or error}"
         ) from None
     if len(data) > PAYLOAD_FILE_MAX_BYTES:
         raise argparse.ArgumentTypeError(
