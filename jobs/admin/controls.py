@@ -24,8 +24,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
-from django.utils.text import capfirst
 from django.utils import timezone
+from django.utils.text import capfirst
 
 from jobs import controls
 from jobs.models import Control
@@ -120,9 +120,10 @@ class ControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscript
         if before is None:
             return super().log_addition(request, obj, message)
         changed = [
-            str(capfirst(Control._meta.get_field(column).verbose_name))
-            for column in ("paused", "concurrency_limit")
-            if getattr(before, column) != getattr(obj, column)
+            str(capfirst(field.verbose_name))
+            for field in Control._meta.fields
+            if field.name in ("paused", "concurrency_limit")
+            and getattr(before, field.name) != getattr(obj, field.name)
         ]
         return self.log_change(request, obj, [{"changed": {"fields": changed}}])
 

@@ -79,7 +79,7 @@ OVER_ONE_ARGUMENT = 300 * 1024
 @pytest.mark.django_db(transaction=True)
 def test_a_real_process_reads_a_payload_no_argument_could_carry_from_standard_input():
     payload = {"order": 42, "note": "x" * OVER_ONE_ARGUMENT}
-    with pytest.raises(OSError) as refused:
+    with pytest.raises(OSError, match="Argument list too long") as refused:
         manage_jobs("enqueue", "test.record", "k0", "--payload", json.dumps(payload))
     assert refused.value.errno == errno.E2BIG, "no argument can carry it: exec refuses"
 

@@ -109,7 +109,7 @@ def test_a_payload_file_that_is_not_a_json_object_is_refused_and_nothing_queued(
 
 
 def test_a_payload_file_that_cannot_be_read_is_refused_in_words(tmp_path):
-    with pytest.raises(CommandError, match="cannot read '.*missing.json': No such file"):
+    with pytest.raises(CommandError, match=r"cannot read '.*missing\.json': No such file"):
         jobs("enqueue", "test.record", "k1", "--payload-file", str(tmp_path / "missing.json"))
     assert not Job.objects.exists()
 
