@@ -71,7 +71,7 @@ def add_parser(verbs: Verbs) -> None:
         help=f"{PRIORITY_MIN} to {PRIORITY_MAX}, higher runs first "
         "(default: its kind's handler's priority, else 0).",
     )
-    names.strict_argument(parser)
+    names.strict_argument(parser, refused="queueing")
 
 
 def handle(write: Write, options: Options) -> int:

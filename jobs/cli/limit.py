@@ -67,7 +67,7 @@ def add_parser(verbs: Verbs) -> None:
         metavar="QUEUE",
         help="Refused: limits are per kind (pause a queue instead).",
     )
-    names.strict_argument(parser)
+    names.strict_argument(parser, ("kind",))
     verb.by_argument(parser)
 
 

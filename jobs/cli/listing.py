@@ -69,7 +69,7 @@ def add_parser(verbs: Verbs) -> None:
         default=DEFAULT_LIMIT,
         help=f"Show at most this many, {low} to {high:,} (default {DEFAULT_LIMIT}).",
     )
-    names.strict_argument(listing)
+    names.strict_argument(listing, refused="listing")
 
 
 def handle(write: Write, options: Options) -> int:

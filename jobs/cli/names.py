@@ -25,15 +25,24 @@ from jobs.models import LIVE_ROWS, Control, Job, RunnerProcess
 from jobs.registry import registry
 from jobs.spec import DEFAULT_QUEUE
 
-STRICT_HELP = (
-    "Refuse, changing nothing, a kind no handler here or runner reports, or a queue "
-    "no job, runner, handler or control names (without it, such a name gets a warning)."
-)
+#: What `--strict` refuses, by scope, in its help.
+UNKNOWN = {
+    "kind": "a kind no handler here or runner reports",
+    "queue": "a queue no job, runner, handler or control names",
+}
 
 
-def strict_argument(parser: ArgumentParser) -> None:
-    """`--strict`: an unknown kind or queue is refused instead of warned about."""
-    parser.add_argument("--strict", action="store_true", help=STRICT_HELP)
+def strict_argument(
+    parser: ArgumentParser, scopes: tuple[str, ...] = ("kind", "queue"), refused: str = "changing"
+) -> None:
+    """`--strict`: an unknown kind or queue is refused instead of warned about;
+    `refused` is what the verb then does nothing of ("changing", "queueing")."""
+    which = " or ".join(UNKNOWN[scope] for scope in scopes)
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"Refuse {which}, {refused} nothing (without --strict: a warning, and go on).",
+    )
 
 
 def unknown_kind(kind: str, using: str) -> bool:

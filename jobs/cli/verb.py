@@ -34,8 +34,8 @@ exit status:
      by --strict
   2  the arguments were refused (unknown subcommand, an id that is not a
      UUID or 8 or more of its first hex digits, an id prefix that several
-     jobs' ids begin, a payload that is not a JSON object, a number out of
-     its range, ...)
+     jobs' ids begin, a payload that is not a JSON object, a kind or queue
+     name no job could have, a number out of its range, ...)
 """
 
 ID_HELP = (
