@@ -242,8 +242,8 @@ def cancelling_running(hard_kill_after: int) -> str:
         hung = (
             f"A hung synchronous handler ends only with its process: {hard_kill_after} s "
             "past its budget (hard_kill_after), its runner stops claiming, lets its other "
-            "jobs finish within --grace and exits, to be restarted by runjobs --processes "
-            "or your process manager."
+            "jobs finish within --grace (handing back the rest) and exits, to be restarted "
+            "by runjobs --processes or your process manager."
         )
     else:
         hung = (
@@ -252,7 +252,7 @@ def cancelling_running(hard_kill_after: int) -> str:
             "database connection until the process is restarted."
         )
     return (
-        "Cancelling does not stop a running handler: it runs on until it returns or its "
-        "budget runs out (an async handler is stopped then, a synchronous one cannot be), "
-        f"and what it returns is discarded. {hung}"
+        "Cancelling does not stop a running handler: an async one is stopped at its "
+        "budget, a synchronous one runs on until it returns, and what either returns is "
+        f"discarded. {hung}"
     )

@@ -34,7 +34,8 @@ def test_cancelling_a_running_job_is_confirmed_saying_a_hung_handler_ends_with_i
     assert (
         "A hung synchronous handler ends only with its process: 45 s past its budget "
         "(hard_kill_after), its runner stops claiming, lets its other jobs finish within "
-        "--grace and exits, to be restarted by runjobs --processes or your process manager."
+        "--grace (handing back the rest) and exits, to be restarted by runjobs --processes "
+        "or your process manager."
     ) in page, "and says when and how a hung one ends, with the setting as it is now"
 
 
