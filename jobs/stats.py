@@ -1,10 +1,13 @@
-"""The queue's numbers, computed once for the admin dashboard and `manage.py jobs stats`.
+"""The queue's numbers, computed once for the admin dashboard, `manage.py jobs
+stats` and the table's metrics.
 
-Every query here stays cheap on a table with a million settled rows: live
+Every query here stays cheap on a table with millions of settled rows: live
 rows are counted through the `jobs_job_ready` index, recent settles through
-`jobs_job_settled` (a range on `finished_at`), and nothing scans history
+`jobs_job_settled` (a range on `finished_at`), the per-minute charts read the
+runners' counters (`jobs.metrics.minutes`), and nothing scans history
 except the settled counts by state, which PostgreSQL estimates from its
-statistics.
+statistics. The waiting jobs are counted by `backlog`, once, for every
+screen: the dashboard, `jobs stats` and `jobs_waiting_jobs` cannot disagree.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from jobs.models import (
     RunnerProcess,
     State,
 )
+from jobs.spec import DEFAULT_QUEUE
 from jobs.store import for_database
+from jobs.waiting import REASONS, RUNNER, Holds
 
 
 @dataclass
@@ -49,12 +54,6 @@ class RunnerInfo:
     #: The queues it claims from; None for every queue.
     queues: list[str] | None = None
 
-    def serves(self) -> Q:
-        """The job rows it would claim (given they are ready): of its kinds,
-        and of its queues when it serves only some."""
-        rows = Q(kind__in=self.kinds)
-        return rows & Q(queue__in=self.queues) if self.queues else rows
-
     @property
     def process(self) -> tuple[str, int]:
         """The process it runs in: several lanes share one."""
@@ -69,9 +68,9 @@ class Stats:
     estimated: bool
     #: Live rows per kind and state.
     live_by_kind: dict[str, dict[str, int]]
-    #: Seconds the oldest ready job of a kind some live runner handles has
-    #: waited past its run_at, paused queues and kinds left out; 0 when none
-    #: waits. Adding runners shortens it.
+    #: Seconds the oldest due queued job has waited past its run_at, whatever
+    #: holds it (a pause, a limit, no runner, or only busy slots); 0 when
+    #: none is due. `waiting` says what holds the due jobs.
     lag_seconds: float
     #: Settles in the last 5 minutes and the last hour, by state.
     last_5_minutes: dict[str, int]
@@ -84,10 +83,17 @@ class Stats:
     #: Running rows nobody is working on (`jobs.holding`): a runner gone
     #: silent, or a lease expired. Counted in `by_state["running"]` too.
     stuck: int = 0
-    #: Ready rows of kinds no live runner handles, which no added runner of
-    #: today's deploy would run: how many, and the oldest one's wait.
+    #: Due rows no live runner serves (their kind in their queue), a pause
+    #: left aside: how many, and the oldest one's wait (`waiting`'s "runner").
     unhandled: int = 0
     unhandled_wait_seconds: float = 0.0
+    #: Queued rows per reason (`jobs.waiting.REASONS`), each under the first
+    #: hold that holds it: {"jobs": n, "oldest_seconds": wait past run_at}.
+    waiting: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: The same per queue, with each queue's "lag_seconds".
+    waiting_by_queue: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (kind, queue) pairs of live rows that no live runner serves.
+    unserved: list[tuple[str, str]] = field(default_factory=list)
     #: Per kind, settles of the last hour: {"done": n, "failed": n}.
     kinds_last_hour: dict[str, dict[str, int]] = field(default_factory=dict)
     #: The operator's controls in force: each paused queue or kind and each
@@ -151,43 +157,30 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
     last_5, last_hour, throughput = _recent_settles(recent, now)
     runners = _runners(alias, now)
-    served = _served(runners)
-    ready = live.filter(state=State.QUEUED, run_at__lte=now)
+    holds = Holds.read(alias, now)
+    waiting = backlog(alias, now, holds)
     controls = _controls(alias)
-    unhandled, unhandled_wait = _waiting(ready.exclude(served), now)
+    unhandled = waiting.total(RUNNER)
     return Stats(
         now=now,
         by_state=by_state,
         estimated=estimate is not None,
         live_by_kind=live_by_kind,
-        lag_seconds=_waiting(ready.filter(served).exclude(_paused(controls)), now, count=False)[1],
+        lag_seconds=waiting.lag_seconds,
         last_5_minutes=last_5,
         last_hour=last_hour,
         slowest_kinds=_slowest_kinds(recent),
         throughput=throughput,
         runners=runners,
         stuck=live.filter(Holders.read(alias, now).stuck_rows()).count(),
-        unhandled=unhandled,
-        unhandled_wait_seconds=unhandled_wait,
+        unhandled=int(unhandled["jobs"]),
+        unhandled_wait_seconds=unhandled["oldest_seconds"],
+        waiting={reason: waiting.total(reason) for reason in REASONS},
+        waiting_by_queue=waiting.by_queue(),
+        unserved=unserved_pairs(alias, holds),
         kinds_last_hour=_kinds_last_hour(recent),
         controls=controls,
     )
-
-
-def held_by_pauses(using: str | None = None) -> Q:
-    """The rows the operator's pauses hold back on `using` (an empty Q when
-    nothing is paused)."""
-    return _paused(_controls(using or DEFAULT_DB_ALIAS))
-
-
-def _paused(controls: list[dict[str, Any]]) -> Q:
-    """The rows a pause in `controls` holds back: waiting by an operator's
-    choice, not for want of runners, so they are not the queue's lag."""
-    held = Q()
-    for control in controls:
-        if control["paused"]:
-            held |= Q(**{control["scope"]: control["name"]})
-    return held
 
 
 def _controls(using: str) -> list[dict[str, Any]]:
@@ -222,14 +215,6 @@ def _settled_counts(jobs: QuerySet[Job]) -> dict[str, int]:
     """Settled rows by state, counted exactly (where no estimate is used)."""
     settled = jobs.filter(state__in=SETTLED_STATES).values("state").annotate(n=Count("id"))
     return {counted["state"]: counted["n"] for counted in settled.order_by()}
-
-
-def _waiting(ready: QuerySet[Job], now: datetime, *, count: bool = True) -> tuple[int, float]:
-    """How many of `ready` there are (with `count`, else 0), and the seconds the
-    oldest has waited past its `run_at` (0 when none)."""
-    found = ready.aggregate(oldest=Min("run_at"), **({"n": Count("id")} if count else {}))
-    wait = (now - found["oldest"]).total_seconds() if found["oldest"] else 0.0
-    return found.get("n", 0), wait
 
 
 def _kinds_last_hour(recent: QuerySet[Job]) -> dict[str, dict[str, int]]:
@@ -321,27 +306,96 @@ def served_by_live_runners(using: str | None = None, now: datetime | None = None
     """The job rows some live runner would claim: of a kind it has a handler
     for, in a queue it serves (`RunnerInfo.serves`). Matches no row when
     no runner is live."""
-    return _served(_runners(using or DEFAULT_DB_ALIAS, now or timezone.now()))
+    served = Holds.read(using, now).served_rows()
+    return Q(pk__in=[]) if served is None else served
 
 
-def _served(runners: list[RunnerInfo]) -> Q:
-    served = Q(pk__in=[])
-    for runner in runners:
-        if not runner.gone:
-            served |= runner.serves()
-    return served
-
-
-def kinds_without_runner(using: str | None = None, now: datetime | None = None) -> list[str]:
-    """Kinds with live jobs that no live runner would claim: none has a
-    handler for the kind, or none that has serves the job's queue."""
+def unserved_pairs(using: str | None = None, holds: Holds | None = None) -> list[tuple[str, str]]:
+    """The (kind, queue) pairs of live jobs that no live runner would claim: a
+    runner serves its kinds in its queues, so one serving kind k in queue
+    emails leaves k's jobs in queue reports to nobody, and says so exactly."""
     alias = using or DEFAULT_DB_ALIAS
-    waiting = (
-        Job.objects.using(alias)
-        .filter(LIVE_ROWS)
-        .exclude(served_by_live_runners(alias, now))
-        .values_list("kind", flat=True)
-        .distinct()
-        .order_by()
-    )
-    return sorted(waiting)
+    holds = holds or Holds.read(alias)
+    live = Job.objects.using(alias).filter(LIVE_ROWS)
+    served = holds.served_rows()
+    pairs = (live if served is None else live.exclude(served)).values_list("kind", "queue")
+    return sorted(set(pairs.distinct().order_by()))
+
+
+@dataclass
+class Backlog:
+    """The queued rows at `now`, per queue and reason (`jobs.waiting.REASONS`):
+    how many, and the oldest one's run_at; and per queue the due rows, whatever
+    holds them, and the oldest one's run_at (the lag)."""
+
+    now: datetime
+    jobs: dict[str, dict[str, int]]
+    oldest: dict[str, dict[str, datetime | None]]
+    due: dict[str, int]
+    oldest_due: dict[str, datetime | None]
+
+    def _wait(self, oldest: datetime | None) -> float:
+        return max(0.0, (self.now - oldest).total_seconds()) if oldest else 0.0
+
+    def lag(self, queue: str) -> float:
+        """Seconds the oldest due job of `queue` has waited past its run_at."""
+        return self._wait(self.oldest_due.get(queue))
+
+    @property
+    def lag_seconds(self) -> float:
+        return max((self.lag(queue) for queue in self.due), default=0.0)
+
+    def wait(self, queue: str, reason: str) -> float:
+        return self._wait(self.oldest[queue][reason]) if queue in self.oldest else 0.0
+
+    def total(self, reason: str) -> dict[str, float]:
+        """{"jobs": n, "oldest_seconds": wait} for `reason` over every queue."""
+        waits = [self.wait(queue, reason) for queue in self.jobs if self.jobs[queue][reason]]
+        jobs = sum(counts[reason] for counts in self.jobs.values())
+        return {"jobs": jobs, "oldest_seconds": max(waits, default=0.0)}
+
+    def by_queue(self) -> dict[str, dict[str, Any]]:
+        return {
+            queue: {
+                "lag_seconds": self.lag(queue),
+                "due": self.due[queue],
+                **{
+                    reason: {"jobs": counts[reason], "oldest_seconds": self.wait(queue, reason)}
+                    for reason in REASONS
+                },
+            }
+            for queue, counts in sorted(self.jobs.items())
+        }
+
+
+def backlog(
+    using: str | None = None, now: datetime | None = None, holds: Holds | None = None
+) -> Backlog:
+    """The queued rows by queue and by what holds them (`jobs.waiting.Holds`),
+    in one query over the live rows: the numbers the dashboard, `jobs stats`
+    and the `jobs_waiting_jobs` and `jobs_queue_lag_seconds` metrics show.
+    Every queue a live row names is present, and `DEFAULT_QUEUE` always."""
+    alias = using or DEFAULT_DB_ALIAS
+    now = now or timezone.now()
+    holds = holds or Holds.read(alias, now)
+    firsts = {reason: rows for reason, rows in holds.first_rows().items() if rows is not None}
+    queued = Q(state=State.QUEUED)
+    due = queued & Q(run_at__lte=now)
+    columns: dict[str, Any] = {"n_due": Count("id", filter=due), "o_due": Min("run_at", filter=due)}
+    for reason, held in firsts.items():
+        columns[f"n_{reason}"] = Count("id", filter=queued & held)
+        columns[f"o_{reason}"] = Min("run_at", filter=queued & held)
+    found = Backlog(now, {}, {}, {}, {})
+    live = Job.objects.using(alias).filter(LIVE_ROWS)
+    # Over every live row, so that a queue with running rows only keeps its series.
+    rows: list[dict[str, Any]] = [
+        dict(row) for row in live.values("queue").annotate(**columns).order_by("queue")
+    ]
+    if not any(row["queue"] == DEFAULT_QUEUE for row in rows):
+        rows.append({"queue": DEFAULT_QUEUE})
+    for row in rows:
+        queue = row["queue"]
+        found.jobs[queue] = {reason: row.get(f"n_{reason}", 0) for reason in REASONS}
+        found.oldest[queue] = {reason: row.get(f"o_{reason}") for reason in REASONS}
+        found.due[queue], found.oldest_due[queue] = row.get("n_due", 0), row.get("o_due")
+    return found

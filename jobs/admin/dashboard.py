@@ -22,6 +22,7 @@ from django.utils import timezone
 from jobs.models import Job, State
 from jobs.presentation import duration, relative
 from jobs.stats import Stats, collect
+from jobs.waiting import NOUNS, REASONS, RUN_AT
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -85,6 +86,7 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         "live_kinds": _kinds(stats, changelist),
         "recent": recent,
         "lag": _wait(stats.lag_seconds),
+        "waiting": _waiting(stats),
         "unhandled": {
             "count": stats.unhandled,
             "wait": _wait(stats.unhandled_wait_seconds),
@@ -104,10 +106,29 @@ def _wait(seconds: float) -> str | None:
     return duration(seconds, glance=True) if seconds >= 1 else None
 
 
+def _waiting(stats: Stats) -> list[dict[str, Any]]:
+    """The queued jobs by what holds them (`jobs.waiting`), each reason that
+    holds any, in the order they are counted."""
+    return [
+        {
+            "reason": reason,
+            "noun": NOUNS[reason],
+            "jobs": int(stats.waiting[reason]["jobs"]),
+            "oldest": None if reason == RUN_AT else _wait(stats.waiting[reason]["oldest_seconds"]),
+        }
+        for reason in REASONS
+        if stats.waiting.get(reason, {}).get("jobs")
+    ]
+
+
 def _kinds(stats: Stats, changelist: str) -> list[dict[str, Any]]:
     """Each kind with live rows or settles in the last hour: its live rows, its
-    done and failed of the hour, and whether a live runner handles it."""
+    done and failed of the hour, whether a live runner handles it, and the
+    queues of its live jobs that no live runner serves it in."""
     handled = {kind for runner in stats.runners if not runner.gone for kind in runner.kinds}
+    unserved: dict[str, list[str]] = {}
+    for kind, queue in stats.unserved:
+        unserved.setdefault(kind, []).append(queue)
     rows = []
     for kind in sorted({*stats.live_by_kind, *stats.kinds_last_hour}):
         live = stats.live_by_kind.get(kind, {})
@@ -120,6 +141,7 @@ def _kinds(stats: Stats, changelist: str) -> list[dict[str, Any]]:
                 "done": settled.get("done", 0),
                 "failed": settled.get("failed", 0),
                 "handled": kind in handled,
+                "unserved_queues": unserved.get(kind, []) if kind in handled else [],
                 # Live rows nobody can run: the badge. A kind with none is only noted.
                 "waiting": bool(live) and kind not in handled,
                 "url": f"{changelist}?{urlencode({'kind': kind})}",

@@ -16,7 +16,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobs.admin import attempts
@@ -24,6 +24,7 @@ from jobs.admin.display import pretty_json, stamp_or_nothing
 from jobs.holding import Holders
 from jobs.models import Job
 from jobs.presentation import NOTHING
+from jobs.waiting import Holds, describe
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -91,6 +92,7 @@ class JobDetail:
                 "fields": [
                     shown("run_at"),
                     "next_run",
+                    "waiting_for",
                     shown("deadline"),
                     "attempts",
                     "max_attempts",
@@ -138,6 +140,20 @@ class JobDetail:
     @admin.display(description="claimed by")
     def claimed_by_holder(self, job: Job) -> SafeString | str:
         return attempts.holder(job, Holders.read(now=timezone.now()))
+
+    @admin.display(description="waiting for")
+    def waiting_for(self, job: Job) -> SafeString | str:
+        """What holds the job back (`jobs.waiting`): a runner, a limit, a
+        pause, its schedule or its run_at; the first is the one it is counted
+        under on the dashboard."""
+        now = timezone.now()
+        stuck = Holders.read(now=now).stuck(job)
+        holds = Holds.read(now=now).of(job, stuck=stuck)
+        if not holds:
+            return describe(holds, job) if job.state == "queued" else NOTHING
+        return format_html_join(
+            "", '<div class="jobs-hold jobs-hold-{}">{}</div>', ((h.reason, str(h)) for h in holds)
+        )
 
     @admin.display(description="attempts that did not end done")
     def attempt_history_table(self, job: Job) -> SafeString | str:

@@ -34,6 +34,7 @@ from jobs.job_ids import IdPrefix
 from jobs.models import Job
 from jobs.presentation import attempts_not_done, duration, indented_json, relative
 from jobs.registry import registry
+from jobs.waiting import Hold, Holds, describe
 
 #: Shown for an empty value.
 NONE = "-"
@@ -70,15 +71,19 @@ def show_job(
     job = one_job(ident, using=using)
     now = timezone.now()
     holders = Holders.read(using, now)
-    lines = json_lines(job, holders) if as_json else job_lines(job, holders, now)
+    holds = Holds.read(using, now).of(job, stuck=holders.stuck(job))
+    lines = json_lines(job, holders, holds) if as_json else job_lines(job, holders, now, holds)
     for line in lines:
         write(line)
     return OK
 
 
-def job_lines(job: Job, holders: Holders, now: datetime) -> list[str]:
+def job_lines(
+    job: Job, holders: Holders, now: datetime, holds: list[Hold] | None = None
+) -> list[str]:
     """The fields, each on its line, the payload (as indented JSON) and `last_error`
-    (in full) as blocks whose lines are indented; then the attempt history."""
+    (in full) as blocks whose lines are indented; what it waits for
+    (`jobs.waiting`, given `holds`); then the attempt history."""
     fields = [field.name for field in Job._meta.concrete_fields]
     width = max(len(name) for name in fields) + 1
     lines = []
@@ -87,6 +92,8 @@ def job_lines(job: Job, holders: Holders, now: datetime) -> list[str]:
         lines += _field(label, name, getattr(job, name), job, holders, now)
     handled = "registered in this project" if registry.get(job.kind) else "none in this project"
     lines.append(f"{'handler:'.ljust(width)} {handled}")
+    if holds is not None:
+        lines.append(f"{'waiting:'.ljust(width)} {terminal_safe(describe(holds, job))}")
     return lines + history_lines(job)
 
 
@@ -169,14 +176,16 @@ def _block(text: str, indent: str) -> list[str]:
     return [f"{indent}{terminal_safe(line.removesuffix('\r'))}" for line in lines]
 
 
-def json_lines(job: Job, holders: Holders) -> list[str]:
+def json_lines(job: Job, holders: Holders, holds: list[Hold] | None = None) -> list[str]:
     """The job as JSON: every field, `errors` as the entries (`Entry.as_json`),
     oldest first, with `error_count`, and `stuck` ("runner gone", "lease
-    expired" or "") for its holder."""
+    expired" or "") for its holder, and `waiting`: what holds it back, each
+    hold's reason and detail (`jobs.waiting`), [] when nothing does."""
     data = {field.name: getattr(job, field.name) for field in Job._meta.concrete_fields}
     data["errors"] = [entry.as_json() for entry in job.attempt_history]
     data["error_count"] = job.error_count
     data["stuck"] = holders.stuck(job)
+    data["waiting"] = [{"reason": h.reason, "detail": h.detail} for h in holds or ()]
     # JSON escapes every control character in a string: each "\n" left ends a line.
     text = json.dumps(data, cls=DjangoJSONEncoder, indent=2, sort_keys=True)
     return text.split("\n")
