@@ -18,7 +18,8 @@ from django.utils import timezone
 
 import jobs.stats
 from jobs.models import Job, RunnerProcess, State
-from jobs.stats import collect, kinds_without_runner
+from jobs.stats import collect, unserved_pairs
+from jobs.waiting import Holds
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +77,7 @@ def test_the_lag_is_zero_when_no_job_is_waiting(now):
     assert collect(now=now).lag_seconds == 0
 
 
-def test_ready_jobs_no_live_runner_handles_are_counted_apart_from_the_lag(now):
+def test_due_jobs_no_live_runner_handles_count_in_the_lag_and_apart_as_waiting_for_a_runner(now):
     make_runner("live", ["k"], now)
     make_runner("dead", ["orphan"], now - RunnerProcess.STALE_AFTER - timedelta(seconds=1))
     make_job("handled", run_at=now - timedelta(seconds=30))
@@ -84,10 +85,13 @@ def test_ready_jobs_no_live_runner_handles_are_counted_apart_from_the_lag(now):
     make_job("older", kind="nobody", run_at=now - timedelta(minutes=20))
     make_job("not yet", kind="nobody", run_at=now + timedelta(minutes=1))
     stats = collect(now=now)
-    assert stats.lag_seconds == 30, "the lag counts only kinds a live runner handles"
+    assert stats.lag_seconds == 20 * 60, "the lag counts every due job, whatever holds it"
     assert (stats.unhandled, stats.unhandled_wait_seconds) == (2, 20 * 60), (
-        "ready jobs of kinds only a gone runner (or none) handles are their own figure"
+        "due jobs of kinds only a gone runner (or none) handles are their own figure"
     )
+    assert stats.waiting["runner"] == {"jobs": 2, "oldest_seconds": 20 * 60}
+    assert stats.waiting["ready"] == {"jobs": 1, "oldest_seconds": 30}
+    assert stats.waiting["run_at"]["jobs"] == 1, "the job not due yet waits for its run_at"
 
 
 def test_running_jobs_whose_runner_is_gone_or_lease_expired_are_stuck(now):
@@ -182,16 +186,17 @@ def test_runners_are_listed_with_a_gone_flag(now):
     assert runners["alive"].kinds == ["a"]
 
 
-def test_kinds_without_runner_are_live_kinds_no_live_runner_handles(now):
+def test_unserved_pairs_are_the_kinds_and_queues_of_live_jobs_no_live_runner_serves(now):
     make_runner("alive", ["handled"], now)
     make_runner("dead", ["dead.only"], now - timedelta(minutes=5))
     make_job("1", kind="handled")
     make_job("2", kind="dead.only")
     make_job("3", kind="nobody", state=State.RUNNING)
     make_job("4", kind="settled.only", state=State.FAILED)
-    assert kinds_without_runner(now=now) == ["dead.only", "nobody"], (
-        "a gone runner's kinds count as unhandled; kinds with no live jobs are not listed"
-    )
+    assert unserved_pairs(holds=Holds.read(now=now)) == [
+        ("dead.only", "default"),
+        ("nobody", "default"),
+    ], "a gone runner's kinds count as unserved; kinds with no live jobs are not listed"
 
 
 def test_stats_serialise_as_json(now):
