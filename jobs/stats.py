@@ -18,10 +18,11 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
-from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from jobs.holding import Holders
+from jobs.metrics import minutes
+from jobs.metrics.minutes import Minute
 from jobs.models import (
     LIVE_ROWS,
     SETTLED_ROWS,
@@ -77,7 +78,8 @@ class Stats:
     last_hour: dict[str, int]
     #: Kinds by mean attempt duration over the last hour, slowest first.
     slowest_kinds: list[dict[str, Any]]
-    #: Settles per minute over the last hour, oldest first: [minute, done, failed].
+    #: Attempts done and failed per minute over the last hour, oldest first,
+    #: every queue summed: [minute, done, failed] (the runners' counts).
     throughput: list[tuple[datetime, int, int]]
     runners: list[RunnerInfo] = field(default_factory=list)
     #: Running rows nobody is working on (`jobs.holding`): a runner gone
@@ -94,6 +96,9 @@ class Stats:
     waiting_by_queue: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (kind, queue) pairs of live rows that no live runner serves.
     unserved: list[tuple[str, str]] = field(default_factory=list)
+    #: Per queue, each minute of the last hour as the runners counted it
+    #: (`jobs.metrics.minutes`): started, done, failed, wait p50 and p95.
+    per_minute: dict[str, list[Minute]] = field(default_factory=dict)
     #: Per kind, settles of the last hour: {"done": n, "failed": n}.
     kinds_last_hour: dict[str, dict[str, int]] = field(default_factory=dict)
     #: The operator's controls in force: each paused queue or kind and each
@@ -155,7 +160,8 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     estimate = _settled_estimates(alias)
     by_state.update(_settled_counts(jobs) if estimate is None else estimate)
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
-    last_5, last_hour, throughput = _recent_settles(recent, now)
+    last_5, last_hour = _recent_settles(recent, now)
+    per_minute = minutes.read(alias, now)
     runners = _runners(alias, now)
     holds = Holds.read(alias, now)
     waiting = backlog(alias, now, holds)
@@ -170,7 +176,8 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         last_5_minutes=last_5,
         last_hour=last_hour,
         slowest_kinds=_slowest_kinds(recent),
-        throughput=throughput,
+        throughput=_throughput(per_minute, now),
+        per_minute=per_minute,
         runners=runners,
         stuck=live.filter(Holders.read(alias, now).stuck_rows()).count(),
         unhandled=int(unhandled["jobs"]),
@@ -230,38 +237,28 @@ def _kinds_last_hour(recent: QuerySet[Job]) -> dict[str, dict[str, int]]:
     return dict(sorted(kinds.items()))
 
 
-def _recent_settles(
-    recent: QuerySet[Job], now: datetime
-) -> tuple[dict[str, int], dict[str, int], list[tuple[datetime, int, int]]]:
-    """Settles of the last 5 minutes and the last hour by state, and per minute
-    over the hour (61 minutes, oldest first: [minute, done, failed])."""
+def _recent_settles(recent: QuerySet[Job], now: datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """Settles of the last 5 minutes and of the last hour, by state."""
     last_hour = {state.value: 0 for state in SETTLED_STATES}
     last_5 = dict(last_hour)
-    per_minute: dict[datetime, list[int]] = {}
-    for bucket in (
-        recent.annotate(minute=TruncMinute("finished_at"))
-        .values("minute", "state")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        last_hour[bucket["state"]] += bucket["n"]
-        minute = bucket["minute"]
-        if minute >= now - timedelta(minutes=5):
-            last_5[bucket["state"]] += bucket["n"]
-        counts = per_minute.setdefault(minute, [0, 0])
-        # A cancellation is an operator's decision, not a failure: a cancel
-        # storm must not read as a failure spike.
-        if bucket["state"] == State.DONE:
-            counts[0] += bucket["n"]
-        elif bucket["state"] == State.FAILED:
-            counts[1] += bucket["n"]
-    start = (now - timedelta(hours=1)).replace(second=0, microsecond=0)
-    throughput = []
-    for step in range(61):
-        minute = start + timedelta(minutes=step)
-        done, failed = per_minute.get(minute, [0, 0])
-        throughput.append((minute, done, failed))
-    return last_5, last_hour, throughput
+    lately = Q(finished_at__gte=now - timedelta(minutes=5))
+    counted = recent.values("state").annotate(n=Count("id"), five=Count("id", filter=lately))
+    for row in counted.order_by():
+        last_hour[row["state"]], last_5[row["state"]] = row["n"], row["five"]
+    return last_5, last_hour
+
+
+def _throughput(
+    per_minute: dict[str, list[Minute]], now: datetime
+) -> list[tuple[datetime, int, int]]:
+    """The attempts done and failed per minute, every queue summed, oldest first."""
+    hour = [[Minute(minute)] for minute in minutes.chart_minutes(now)]
+    for column, queues in zip(hour, zip(*per_minute.values(), strict=True), strict=False):
+        column += queues
+    return [
+        (column[0].minute, sum(m.done for m in column), sum(m.failed for m in column))
+        for column in hour
+    ]
 
 
 def _slowest_kinds(recent: QuerySet[Job]) -> list[dict[str, Any]]:
