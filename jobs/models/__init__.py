@@ -321,9 +321,9 @@ class JobsConfig(models.Model):
         return row
 
 
+from jobs.models.minutes import MinuteCount as MinuteCount  # noqa: E402
 from jobs.models.routing import Control as Control  # noqa: E402
 from jobs.models.routing import LimitedAttempt as LimitedAttempt  # noqa: E402
 from jobs.models.runners import RunnerProcess as RunnerProcess  # noqa: E402
 from jobs.models.runners import runner_name as runner_name  # noqa: E402
 from jobs.models.schedules import Schedule as Schedule  # noqa: E402
-from jobs.models.minutes import MinuteCount as MinuteCount  # noqa: E402

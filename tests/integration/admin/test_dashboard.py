@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import RunnerProcess, State
+from jobs.models import MinuteCount, RunnerProcess, State
 from tests.factories import make_job
 from tests.integration.admin.support import changelist, make_runner, rows
 
@@ -72,10 +72,11 @@ def test_the_dashboard_shows_the_queues_numbers_to_a_viewer(viewer_client):
 
 
 def test_the_dashboard_draws_the_last_hours_throughput_as_an_accessible_svg(admin_client):
-    make_job("d", state=State.DONE, finished_at=timezone.now() - timedelta(minutes=1))
+    minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=1)
+    MinuteCount.objects.create(minute=minute, queue="default", runner="h:1", started=1, done=1)
     page = dashboard(admin_client)
-    assert '<svg class="jobs-chart"' in page, "the chart is inline SVG"
-    assert '<title id="jobs-chart-title">' in page, "the chart has a title for screen readers"
+    assert '<svg class="jobs-chart jobs-chart-counts"' in page, "the chart is inline SVG"
+    assert '<title id="jobs-counts-title-1">' in page, "the chart has a title for screen readers"
     assert 'class="jobs-bar-done"' in page, "the done job is drawn as a bar"
     content = page.split('<div id="content-main">')[1]
     assert "<script" not in content, "the dashboard itself needs no JavaScript"
