@@ -67,6 +67,12 @@ class Command(BaseCommand):
             help=f"History rows for scale ({defaults.settled}).",
         )
         parser.add_argument(
+            "--dashboard-settled",
+            type=_at_least_one,
+            default=defaults.dashboard_settled,
+            help=f"Settled rows beside the dashboard part ({defaults.dashboard_settled}).",
+        )
+        parser.add_argument(
             "--pgbench-scale",
             type=_at_least_one,
             default=defaults.pgbench_scale,
@@ -115,6 +121,7 @@ class Command(BaseCommand):
             enqueues=options["enqueues"],
             latency_jobs=options["latency_jobs"],
             settled=options["settled"],
+            dashboard_settled=options["dashboard_settled"],
             pgbench_scale=options["pgbench_scale"],
             repeat=options["repeat"],
         )
