@@ -18,12 +18,13 @@ row under the first of `HOLDS` that holds it, so the totals add up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from jobs.controls import Controls, problem
 from jobs.models import LIVE_ROWS, Control, Job, RunnerProcess, Schedule, State
@@ -80,8 +81,6 @@ class Holds:
 
     @classmethod
     def read(cls, using: str | None = None, now: datetime | None = None) -> Holds:
-        from django.utils import timezone
-
         alias = using or DEFAULT_DB_ALIAS
         now = now or timezone.now()
         live = RunnerProcess.objects.using(alias).filter(
@@ -198,10 +197,10 @@ class Holds:
         return firsts
 
 
-def _any(filters: object) -> Q | None:
+def _any(filters: Iterable[Q]) -> Q | None:
     """The rows any of `filters` matches; None for no filter."""
     found: Q | None = None
-    for rows in filters:  # type: ignore[attr-defined]
+    for rows in filters:
         found = rows if found is None else found | rows
     return found
 

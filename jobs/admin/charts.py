@@ -10,6 +10,7 @@ from outside the package, so the page works offline and under a strict CSP.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.utils import timezone
@@ -90,12 +91,21 @@ def counts_chart(minutes: list[Minute]) -> dict[str, Any]:
     }
 
 
+#: The latency chart's floor: waits are drawn on a log scale from 1 ms, since
+#: a p95 of seconds beside a p50 of milliseconds would flatten the p50 to 0.
+FLOOR = 0.001
+
+
 def latency_chart(minutes: list[Minute]) -> dict[str, Any]:
     """The wait from due to start per minute, p50 and p95, as lines broken
-    where a minute started nothing."""
-    peak = max((m.p95 or 0.0 for m in minutes), default=0.0)
-    scale = HEIGHT / peak if peak else 0.0
+    where a minute started nothing, on a log scale from `FLOOR` to the
+    highest p95 (at least ten times the floor)."""
+    peak = max(max((m.p95 or 0.0 for m in minutes), default=0.0), FLOOR * 10)
+    span = math.log(peak / FLOOR)
     base = TOP + HEIGHT
+
+    def height(value: float) -> float:
+        return HEIGHT * math.log(max(value, FLOOR) / FLOOR) / span
 
     def path(values: list[float | None]) -> str:
         steps, drawing = [], False
@@ -103,7 +113,7 @@ def latency_chart(minutes: list[Minute]) -> dict[str, Any]:
             if value is None:
                 drawing = False
                 continue
-            x, y = LEFT + index * BAR + BAR / 2, round(base - value * scale, 1)
+            x, y = LEFT + index * BAR + BAR / 2, round(base - height(value), 1)
             steps.append(f"{'L' if drawing else 'M'}{x:g},{y:g}")
             drawing = True
         return " ".join(steps)
@@ -112,7 +122,8 @@ def latency_chart(minutes: list[Minute]) -> dict[str, Any]:
     p50s = [m.p50 for m in minutes if m.p50 is not None]
     return {
         **_frame(minutes, peak, seconds(peak)),
-        "half": seconds(peak / 2),
+        "half": seconds(math.sqrt(peak * FLOOR)),
+        "floor": seconds(FLOOR),
         "p50_path": path([m.p50 for m in minutes]),
         "p95_path": path([m.p95 for m in minutes]),
         "p50_last": seconds(p50s[-1]) if p50s else None,
