@@ -168,7 +168,8 @@ class Tally:
                 buckets = observe_many(self._child(histogram, (label,)), values)
                 if outcome is None:  # the waits, per queue: the charts' latency
                     counted += [(label, minutes.FIRST_WAIT + i, n) for i, n in buckets.items()]
-            minutes.minutes.add(nows[-1], counted)
+            if counted:  # none for notes of no job
+                minutes.minutes.add(nows[-1], counted)
 
     def _child(self, metric: Counter | Histogram, labels: tuple[str, ...]) -> Any:
         """`metric.labels(*labels)`, kept: counters' and histograms' children
