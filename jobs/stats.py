@@ -160,7 +160,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     estimate = _settled_estimates(alias)
     by_state.update(_settled_counts(jobs) if estimate is None else estimate)
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
-    last_5, last_hour = _recent_settles(recent, now)
+    last_5, last_hour, kinds_last_hour, slowest = _last_hour(recent, now)
     per_minute = minutes.read(alias, now)
     runners = _runners(alias, now)
     holds = Holds.read(alias, now)
@@ -175,7 +175,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         lag_seconds=waiting.lag_seconds,
         last_5_minutes=last_5,
         last_hour=last_hour,
-        slowest_kinds=_slowest_kinds(recent),
+        slowest_kinds=slowest,
         throughput=_throughput(per_minute, now),
         per_minute=per_minute,
         runners=runners,
@@ -185,7 +185,7 @@ def collect(using: str | None = None, now: datetime | None = None) -> Stats:
         waiting={reason: waiting.total(reason) for reason in REASONS},
         waiting_by_queue=waiting.by_queue(),
         unserved=unserved_pairs(alias, holds),
-        kinds_last_hour=_kinds_last_hour(recent),
+        kinds_last_hour=kinds_last_hour,
         controls=controls,
     )
 
@@ -224,28 +224,42 @@ def _settled_counts(jobs: QuerySet[Job]) -> dict[str, int]:
     return {counted["state"]: counted["n"] for counted in settled.order_by()}
 
 
-def _kinds_last_hour(recent: QuerySet[Job]) -> dict[str, dict[str, int]]:
-    """Done and failed settles of the last hour, per kind (cancels are not throughput)."""
-    kinds: dict[str, dict[str, int]] = {}
-    for row in (
-        recent.filter(state__in=[State.DONE, State.FAILED])
-        .values("kind", "state")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        kinds.setdefault(row["kind"], {"done": 0, "failed": 0})[row["state"]] = row["n"]
-    return dict(sorted(kinds.items()))
-
-
-def _recent_settles(recent: QuerySet[Job], now: datetime) -> tuple[dict[str, int], dict[str, int]]:
-    """Settles of the last 5 minutes and of the last hour, by state."""
+def _last_hour(
+    recent: QuerySet[Job], now: datetime
+) -> tuple[dict[str, int], dict[str, int], dict[str, dict[str, int]], list[dict[str, Any]]]:
+    """Settles of the last 5 minutes and of the last hour by state; each
+    kind's done and failed of the hour (a cancel is not throughput); and the
+    five kinds with the longest mean attempt, slowest first: one pass over
+    the hour's settled rows (through `jobs_job_settled`), however many kinds."""
     last_hour = {state.value: 0 for state in SETTLED_STATES}
     last_5 = dict(last_hour)
-    lately = Q(finished_at__gte=now - timedelta(minutes=5))
-    counted = recent.values("state").annotate(n=Count("id"), five=Count("id", filter=lately))
+    kinds: dict[str, dict[str, int]] = {}
+    took: dict[str, list[float]] = {}  # kind: [seconds in all, attempts timed]
+    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+    timed = Q(started_at__isnull=False)
+    counted = recent.values("kind", "state").annotate(
+        n=Count("id"),
+        five=Count("id", filter=Q(finished_at__gte=now - timedelta(minutes=5))),
+        timed=Count("id", filter=timed),
+        mean=Avg(duration, filter=timed),
+    )
     for row in counted.order_by():
-        last_hour[row["state"]], last_5[row["state"]] = row["n"], row["five"]
-    return last_5, last_hour
+        state, kind = row["state"], row["kind"]
+        last_hour[state] += row["n"]
+        last_5[state] += row["five"]
+        if state in (State.DONE, State.FAILED):
+            kinds.setdefault(kind, {"done": 0, "failed": 0})[state] = row["n"]
+        if row["timed"]:
+            mean = row["mean"]
+            seconds = mean.total_seconds() if isinstance(mean, timedelta) else float(mean or 0)
+            total = took.setdefault(kind, [0.0, 0])
+            total[0] += seconds * row["timed"]
+            total[1] += row["timed"]
+    means = sorted(((-seconds / n, kind, int(n)) for kind, (seconds, n) in took.items()))[:5]
+    slowest = [
+        {"kind": kind, "mean_seconds": round(-mean, 3), "count": n} for mean, kind, n in means
+    ]
+    return last_5, last_hour, dict(sorted(kinds.items())), slowest
 
 
 def _throughput(
@@ -259,24 +273,6 @@ def _throughput(
         (column[0].minute, sum(m.done for m in column), sum(m.failed for m in column))
         for column in hour
     ]
-
-
-def _slowest_kinds(recent: QuerySet[Job]) -> list[dict[str, Any]]:
-    """The five kinds with the longest mean attempt over the last hour, slowest first."""
-    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    slowest = []
-    for kind_row in (
-        recent.filter(started_at__isnull=False)
-        .values("kind")
-        .annotate(mean=Avg(duration), n=Count("id"))
-        .order_by("-mean")[:5]
-    ):
-        mean = kind_row["mean"]
-        seconds = mean.total_seconds() if isinstance(mean, timedelta) else float(mean or 0)
-        slowest.append(
-            {"kind": kind_row["kind"], "mean_seconds": round(seconds, 3), "count": kind_row["n"]}
-        )
-    return slowest
 
 
 def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
