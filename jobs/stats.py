@@ -6,8 +6,9 @@ rows are counted through the `jobs_job_ready` index, recent settles through
 `jobs_job_settled` (a range on `finished_at`), the per-minute charts read the
 runners' counters (`jobs.metrics.minutes`), and nothing scans history
 except the settled counts by state, which PostgreSQL estimates from its
-statistics. The waiting jobs are counted by `backlog`, once, for every
-screen: the dashboard, `jobs stats` and `jobs_waiting_jobs` cannot disagree.
+statistics. The waiting jobs are counted by `jobs.waiting.backlog`, once,
+for every screen: the dashboard, `jobs stats` and `jobs_waiting_jobs`
+cannot disagree.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.utils import timezone
 
 from jobs.holding import Holders
@@ -32,9 +33,8 @@ from jobs.models import (
     RunnerProcess,
     State,
 )
-from jobs.spec import DEFAULT_QUEUE
 from jobs.store import for_database
-from jobs.waiting import REASONS, RUNNER, Holds
+from jobs.waiting import REASONS, RUNNER, Holds, backlog, unserved_pairs
 
 
 @dataclass
@@ -153,7 +153,11 @@ def _settled_estimates(using: str) -> dict[str, int] | None:
 def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     """Every figure of the dashboard at `now`, one query (or two) per figure."""
     alias = using or DEFAULT_DB_ALIAS
-    now = now or timezone.now()
+    with for_database(alias).screen_reads():
+        return _collect(alias, now or timezone.now())
+
+
+def _collect(alias: str, now: datetime) -> Stats:
     jobs = Job.objects.using(alias)
     live = jobs.filter(LIVE_ROWS)
     by_state, live_by_kind = _live_counts(live)
@@ -301,94 +305,3 @@ def served_by_live_runners(using: str | None = None, now: datetime | None = None
     no runner is live."""
     served = Holds.read(using, now).served_rows()
     return Q(pk__in=[]) if served is None else served
-
-
-def unserved_pairs(using: str | None = None, holds: Holds | None = None) -> list[tuple[str, str]]:
-    """The (kind, queue) pairs of live jobs that no live runner would claim: a
-    runner serves its kinds in its queues, so one serving kind k in queue
-    emails leaves k's jobs in queue reports to nobody, and says so exactly."""
-    alias = using or DEFAULT_DB_ALIAS
-    holds = holds or Holds.read(alias)
-    live = Job.objects.using(alias).filter(LIVE_ROWS)
-    served = holds.served_rows()
-    pairs = (live if served is None else live.exclude(served)).values_list("kind", "queue")
-    return sorted(set(pairs.distinct().order_by()))
-
-
-@dataclass
-class Backlog:
-    """The queued rows at `now`, per queue and reason (`jobs.waiting.REASONS`):
-    how many, and the oldest one's run_at; and per queue the due rows, whatever
-    holds them, and the oldest one's run_at (the lag)."""
-
-    now: datetime
-    jobs: dict[str, dict[str, int]]
-    oldest: dict[str, dict[str, datetime | None]]
-    due: dict[str, int]
-    oldest_due: dict[str, datetime | None]
-
-    def _wait(self, oldest: datetime | None) -> float:
-        return max(0.0, (self.now - oldest).total_seconds()) if oldest else 0.0
-
-    def lag(self, queue: str) -> float:
-        """Seconds the oldest due job of `queue` has waited past its run_at."""
-        return self._wait(self.oldest_due.get(queue))
-
-    @property
-    def lag_seconds(self) -> float:
-        return max((self.lag(queue) for queue in self.due), default=0.0)
-
-    def wait(self, queue: str, reason: str) -> float:
-        return self._wait(self.oldest[queue][reason]) if queue in self.oldest else 0.0
-
-    def total(self, reason: str) -> dict[str, float]:
-        """{"jobs": n, "oldest_seconds": wait} for `reason` over every queue."""
-        waits = [self.wait(queue, reason) for queue in self.jobs if self.jobs[queue][reason]]
-        jobs = sum(counts[reason] for counts in self.jobs.values())
-        return {"jobs": jobs, "oldest_seconds": max(waits, default=0.0)}
-
-    def by_queue(self) -> dict[str, dict[str, Any]]:
-        return {
-            queue: {
-                "lag_seconds": self.lag(queue),
-                "due": self.due[queue],
-                **{
-                    reason: {"jobs": counts[reason], "oldest_seconds": self.wait(queue, reason)}
-                    for reason in REASONS
-                },
-            }
-            for queue, counts in sorted(self.jobs.items())
-        }
-
-
-def backlog(
-    using: str | None = None, now: datetime | None = None, holds: Holds | None = None
-) -> Backlog:
-    """The queued rows by queue and by what holds them (`jobs.waiting.Holds`),
-    in one query over the live rows: the numbers the dashboard, `jobs stats`
-    and the `jobs_waiting_jobs` and `jobs_queue_lag_seconds` metrics show.
-    Every queue a live row names is present, and `DEFAULT_QUEUE` always."""
-    alias = using or DEFAULT_DB_ALIAS
-    now = now or timezone.now()
-    holds = holds or Holds.read(alias, now)
-    firsts = {reason: rows for reason, rows in holds.first_rows().items() if rows is not None}
-    queued = Q(state=State.QUEUED)
-    due = queued & Q(run_at__lte=now)
-    columns: dict[str, Any] = {"n_due": Count("id", filter=due), "o_due": Min("run_at", filter=due)}
-    for reason, held in firsts.items():
-        columns[f"n_{reason}"] = Count("id", filter=queued & held)
-        columns[f"o_{reason}"] = Min("run_at", filter=queued & held)
-    found = Backlog(now, {}, {}, {}, {})
-    live = Job.objects.using(alias).filter(LIVE_ROWS)
-    # Over every live row, so that a queue with running rows only keeps its series.
-    rows: list[dict[str, Any]] = [
-        dict(row) for row in live.values("queue").annotate(**columns).order_by("queue")
-    ]
-    if not any(row["queue"] == DEFAULT_QUEUE for row in rows):
-        rows.append({"queue": DEFAULT_QUEUE})
-    for row in rows:
-        queue = row["queue"]
-        found.jobs[queue] = {reason: row.get(f"n_{reason}", 0) for reason in REASONS}
-        found.oldest[queue] = {reason: row.get(f"o_{reason}") for reason in REASONS}
-        found.due[queue], found.oldest_due[queue] = row.get("n_due", 0), row.get("o_due")
-    return found

@@ -12,8 +12,11 @@ these waits only for a free slot of a runner that serves it (`READY`).
 the running count of each limited kind, disabled schedules: four small
 queries, none over history); it is then asked per job (`Holds.of`, every
 hold in force, for `jobs show` and the job's page) or turned into one filter
-per reason (`Holds.first_rows`) that `jobs.stats.backlog` counts with, each
-row under the first of `HOLDS` that holds it, so the totals add up.
+per reason (`Holds.first_rows`) that `backlog` counts with, each row under
+the first of `HOLDS` that holds it, so the totals add up. `backlog` is the
+one count of the waiting jobs: the dashboard and `jobs stats` (through
+`jobs.stats.collect`) and the `jobs_waiting_jobs`, `jobs_ready` and
+`jobs_queue_lag_seconds` metrics all read it.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from jobs.controls import Controls, problem
@@ -31,6 +35,7 @@ from jobs.models import LIVE_ROWS, Control, Job, RunnerProcess, Schedule, State
 from jobs.presentation import relative
 from jobs.registry import registry
 from jobs.schedules.plan import KEY_PREFIX
+from jobs.spec import DEFAULT_QUEUE
 
 #: The reasons, as the metric's `reason` label and `jobs stats --json` name them.
 SCHEDULE, RUN_AT, PAUSE, RUNNER, LIMIT = "schedule", "run_at", "pause", "runner", "limit"
@@ -244,6 +249,97 @@ def _full_limits(using: str, controls: Controls, now: datetime) -> dict[str, tup
     return {
         kind: (running[kind], limit) for kind, limit in limits.items() if running[kind] >= limit
     }
+
+
+def unserved_pairs(using: str | None = None, holds: Holds | None = None) -> list[tuple[str, str]]:
+    """The (kind, queue) pairs of live jobs that no live runner would claim: a
+    runner serves its kinds in its queues, so one serving kind k in queue
+    emails leaves k's jobs in queue reports to nobody, and says so exactly."""
+    alias = using or DEFAULT_DB_ALIAS
+    holds = holds or Holds.read(alias)
+    live = Job.objects.using(alias).filter(LIVE_ROWS)
+    served = holds.served_rows()
+    pairs = (live if served is None else live.exclude(served)).values_list("kind", "queue")
+    return sorted(set(pairs.distinct().order_by()))
+
+
+@dataclass
+class Backlog:
+    """The queued rows at `now`, per queue and reason (`jobs.waiting.REASONS`):
+    how many, and the oldest one's run_at; and per queue the due rows, whatever
+    holds them, and the oldest one's run_at (the lag)."""
+
+    now: datetime
+    jobs: dict[str, dict[str, int]]
+    oldest: dict[str, dict[str, datetime | None]]
+    due: dict[str, int]
+    oldest_due: dict[str, datetime | None]
+
+    def _wait(self, oldest: datetime | None) -> float:
+        return max(0.0, (self.now - oldest).total_seconds()) if oldest else 0.0
+
+    def lag(self, queue: str) -> float:
+        """Seconds the oldest due job of `queue` has waited past its run_at."""
+        return self._wait(self.oldest_due.get(queue))
+
+    @property
+    def lag_seconds(self) -> float:
+        return max((self.lag(queue) for queue in self.due), default=0.0)
+
+    def wait(self, queue: str, reason: str) -> float:
+        return self._wait(self.oldest[queue][reason]) if queue in self.oldest else 0.0
+
+    def total(self, reason: str) -> dict[str, float]:
+        """{"jobs": n, "oldest_seconds": wait} for `reason` over every queue."""
+        waits = [self.wait(queue, reason) for queue in self.jobs if self.jobs[queue][reason]]
+        jobs = sum(counts[reason] for counts in self.jobs.values())
+        return {"jobs": jobs, "oldest_seconds": max(waits, default=0.0)}
+
+    def by_queue(self) -> dict[str, dict[str, Any]]:
+        return {
+            queue: {
+                "lag_seconds": self.lag(queue),
+                "due": self.due[queue],
+                **{
+                    reason: {"jobs": counts[reason], "oldest_seconds": self.wait(queue, reason)}
+                    for reason in REASONS
+                },
+            }
+            for queue, counts in sorted(self.jobs.items())
+        }
+
+
+def backlog(
+    using: str | None = None, now: datetime | None = None, holds: Holds | None = None
+) -> Backlog:
+    """The queued rows by queue and by what holds them (`jobs.waiting.Holds`),
+    in one query over the live rows: the numbers the dashboard, `jobs stats`
+    and the `jobs_waiting_jobs` and `jobs_queue_lag_seconds` metrics show.
+    Every queue a live row names is present, and `DEFAULT_QUEUE` always."""
+    alias = using or DEFAULT_DB_ALIAS
+    now = now or timezone.now()
+    holds = holds or Holds.read(alias, now)
+    firsts = {reason: rows for reason, rows in holds.first_rows().items() if rows is not None}
+    queued = Q(state=State.QUEUED)
+    due = queued & Q(run_at__lte=now)
+    columns: dict[str, Any] = {"n_due": Count("id", filter=due), "o_due": Min("run_at", filter=due)}
+    for reason, held in firsts.items():
+        columns[f"n_{reason}"] = Count("id", filter=queued & held)
+        columns[f"o_{reason}"] = Min("run_at", filter=queued & held)
+    found = Backlog(now, {}, {}, {}, {})
+    live = Job.objects.using(alias).filter(LIVE_ROWS)
+    # Over every live row, so that a queue with running rows only keeps its series.
+    rows: list[dict[str, Any]] = [
+        dict(row) for row in live.values("queue").annotate(**columns).order_by("queue")
+    ]
+    if not any(row["queue"] == DEFAULT_QUEUE for row in rows):
+        rows.append({"queue": DEFAULT_QUEUE})
+    for row in rows:
+        queue = row["queue"]
+        found.jobs[queue] = {reason: row.get(f"n_{reason}", 0) for reason in REASONS}
+        found.oldest[queue] = {reason: row.get(f"o_{reason}") for reason in REASONS}
+        found.due[queue], found.oldest_due[queue] = row.get("n_due", 0), row.get("o_due")
+    return found
 
 
 def describe(holds: list[Hold], job: Job) -> str:

@@ -1,7 +1,7 @@
 """The gauges read from the table, once per scrape.
 
 Each scrape asks the database what the dashboard asks, through the same
-function (`jobs.stats.backlog`): the queued rows per queue and per what
+function (`jobs.waiting.backlog`): the queued rows per queue and per what
 holds them (`jobs.waiting`), with each queue's lag over its due rows
 whatever holds them; the stuck rows (as the dashboard's "stuck"), and the
 runners heard from recently (a handful of rows). Settled history is never
@@ -21,8 +21,8 @@ from prometheus_client.registry import Collector
 
 from jobs.holding import Holders
 from jobs.models import LIVE_ROWS, Job
-from jobs.stats import backlog
-from jobs.waiting import REASONS
+from jobs.store import for_database
+from jobs.waiting import REASONS, backlog
 
 
 @dataclass
@@ -46,7 +46,8 @@ def read(using: str | None = None, now: datetime | None = None) -> TableGauges:
     """The gauges on database `using` at `now`."""
     alias = using or DEFAULT_DB_ALIAS
     now = now or timezone.now()
-    found = backlog(alias, now)
+    with for_database(alias).screen_reads():
+        found = backlog(alias, now)
     gauges = TableGauges(now=now, ready=dict(found.due), waiting=found.jobs)
     gauges.lag_seconds = {queue: found.lag(queue) for queue in found.due}
     holders = Holders.read(alias, now)

@@ -353,6 +353,13 @@ class Store:
         statistics last saw them; None where there are none."""
         return None
 
+    @contextmanager
+    def screen_reads(self) -> Iterator[None]:
+        """The reads of a screen (the dashboard, `jobs stats`, a scrape), each
+        a small aggregate over an index range, under whatever setting keeps
+        such reads cheap on this database (none here)."""
+        yield
+
     # -- connections (`jobs.runner.connection_budget` uses these) -------------
 
     def connection_room(self) -> ConnectionRoom | None:

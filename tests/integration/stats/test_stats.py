@@ -18,8 +18,8 @@ from django.utils import timezone
 
 import jobs.stats
 from jobs.models import Job, MinuteCount, RunnerProcess, State
-from jobs.stats import collect, unserved_pairs
-from jobs.waiting import Holds
+from jobs.stats import collect
+from jobs.waiting import Holds, unserved_pairs
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -221,3 +221,22 @@ def test_settled_counts_on_a_large_postgresql_table_come_from_its_statistics(now
     assert stats.estimated is True
     assert stats.by_state["done"] == 40, "settled counts are the statistics' estimate"
     assert stats.by_state["queued"] == 1, "live counts stay exact"
+
+
+@pytest.mark.postgresql
+def test_a_screens_reads_run_without_jit_on_postgresql_and_leave_the_session_as_it_was():
+    """Beside 10 million settled rows the planner costs the hour's range past
+    `jit_above_cost`, and compiling took 70 ms of a 100 ms read."""
+    from jobs.store import for_database
+
+    def jit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            return str(cursor.fetchone()[0])
+
+    before = jit()
+    with for_database().screen_reads():
+        during = jit()
+
+    assert during == "off"
+    assert jit() == before, "SET LOCAL: the session's own setting is back after the read"
