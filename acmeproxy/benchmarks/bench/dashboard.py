@@ -21,11 +21,13 @@ from __future__ import annotations
 import statistics
 import time
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext, override_settings
+from django.test.utils import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -151,7 +153,8 @@ def _fetch(samples: int) -> tuple[list[float], list[float], float, int]:
     url = reverse("admin:jobs_dashboard")
     with override_settings(ALLOWED_HOSTS=["testserver"]):
         assert client.get(url).status_code == 200, "the dashboard answers"
-        with CaptureQueriesContext(connection) as captured:
+        statements: list[float] = []
+        with connection.execute_wrapper(partial(_timed, statements)):
             client.get(url)
         pages = []
         for _ in range(samples):
@@ -163,5 +166,13 @@ def _fetch(samples: int) -> tuple[list[float], list[float], float, int]:
         started = time.perf_counter()
         collect()
         collected.append((time.perf_counter() - started) * 1000)
-    slowest = max(float(query["time"]) for query in captured.captured_queries) * 1000
-    return pages, collected, round(slowest, 1), len(captured.captured_queries)
+    return pages, collected, round(max(statements) * 1000, 1), len(statements)
+
+
+def _timed(into: list[float], execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    """A statement, its seconds noted in `into` (a `connection.execute_wrapper`)."""
+    started = time.perf_counter()
+    try:
+        return execute(sql, params, many, context)
+    finally:
+        into.append(time.perf_counter() - started)
