@@ -5,9 +5,9 @@ quarter second, on its own thread, never per job), the attempts started per
 queue, those that ended per outcome, and each queue's waits per histogram
 bucket. It adds those few numbers here too (`Minutes.add`: a dict update
 per queue and bucket touched); the runner's heartbeat thread writes them
-(`Minutes.save`): one UPDATE, or an INSERT for a new minute, per queue and
-minute touched since its last beat, on its own connection, and once a
-minute deletes the rows older than `KEEP`. The dashboard sums an hour of
+(`Minutes.save`): one upsert for every queue and minute touched since its
+last beat (`jobs.store.minutes`), on its own connection, and once a minute
+deletes the rows older than `KEEP`. The dashboard sums an hour of
 them per minute and queue (`read`): at most 61 rows a queue, whatever the
 jobs table holds.
 
@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import F, Sum
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import Sum
 
 from jobs.metrics.instruments import WAIT_BUCKETS
 from jobs.models import MinuteCount, runner_name
 from jobs.models.minutes import WAIT_COLUMNS
+from jobs.store import minutes as store_minutes
 
 #: A row's counts, in the order `Minutes` keeps them.
 COLUMNS = ("started", "done", "failed", *WAIT_COLUMNS)
@@ -113,24 +114,16 @@ class Minutes:
 
 
 def _write(using: str, taken: dict[tuple[datetime, str], Counts]) -> int:
-    if not taken:
-        return 0
+    """One upsert for every (minute, queue) counted (`jobs.store.minutes`)."""
     runner = runner_name(socket.gethostname(), os.getpid())
-    rows = MinuteCount.objects.using(using)
-    with transaction.atomic(using=using):
-        for (minute, queue), counts in sorted(taken.items()):
-            added = {column: n for column, n in zip(COLUMNS, counts, strict=True) if n}
-            mine = rows.filter(minute=minute, queue=queue, runner=runner)
-            if not mine.update(**{column: F(column) + n for column, n in added.items()}):
-                rows.create(minute=minute, queue=queue, runner=runner, **added)
-    return len(taken)
+    rows = [(minute, queue, counts) for (minute, queue), counts in sorted(taken.items())]
+    store_minutes.add(using, runner, rows)
+    return len(rows)
 
 
 def prune(using: str | None, now: datetime) -> int:
     """Delete the rows of minutes older than `KEEP` before `now`."""
-    rows = MinuteCount.objects.using(using or DEFAULT_DB_ALIAS)
-    deleted, _ = rows.filter(minute__lt=minute_of(now) - KEEP).delete()
-    return deleted
+    return store_minutes.prune(using or DEFAULT_DB_ALIAS, minute_of(now) - KEEP)
 
 
 @dataclass(frozen=True)
