@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from jobs.cli import (
     cancel,
+    dead,
     enqueue,
     limit,
     listing,
     pause,
+    redrive,
     retry,
     run_now,
     schedules,
@@ -52,6 +54,8 @@ VERBS: tuple[Module, ...] = (
     retry,
     cancel,
     run_now,
+    dead,
+    redrive,
     enqueue,
     pause,
     limit,
