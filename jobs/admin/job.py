@@ -9,7 +9,10 @@ page (`jobs.admin.job_detail`) is read-only for everyone. Its state changes
 only through three actions, Run now, Retry and Cancel, which go through
 `jobs.operations`, so identity, attempts and fencing stay the store's
 business: nothing here writes a job row itself. Cancel, which retires work,
-asks first (`jobs.admin.confirm`).
+asks first (`jobs.admin.confirm`). Any action on every job the filters match
+(Django's "select all") counts them, asks with the number and acts in
+batches (`jobs.admin.bulk`); the dead letters have their own page
+(`jobs.admin.dead_letters`).
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from jobs import job_ids, operations, presentation
+from jobs import bulk, job_ids, operations, presentation
+from jobs.admin import bulk as bulk_admin
 from jobs.admin import confirm
+from jobs.admin.confirm import CHANGE_FORM_ACTION
 from jobs.admin.dashboard import dashboard_page
+from jobs.admin.dead_letters import dead_letters_page
 from jobs.admin.display import badge, stamp
 from jobs.admin.filters import (
     HasErrorFilter,
@@ -208,27 +214,44 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     # -- actions ------------------------------------------------------------------
 
     @admin.action(description="Run now", permissions=["change"], location=EVERYWHERE)
-    def run_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         """Queued jobs become due now; runners in this process are woken."""
+        if bulk_admin.across(request):
+            return self._across(request, queryset, bulk.RUN_NOW)
         report = operations.run_now(_ids(request, queryset))
         self._report(request, "Run now", report, "made due now")
+        return None
 
     @admin.action(description="Retry", permissions=["change"], location=EVERYWHERE)
-    def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         """Failed or cancelled jobs are queued again, due now, with a fresh attempt budget."""
+        if bulk_admin.across(request):
+            return self._across(request, queryset, bulk.RETRY)
         report = operations.retry(_ids(request, queryset))
         self._report(request, "Retry", report, "queued again with a fresh attempt budget")
+        return None
 
     @admin.action(description="Cancel", permissions=["change"], location=EVERYWHERE)
     def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         """Queued or running jobs are retired as cancelled; each handler's abandon runs once.
 
         Asked first (`jobs.admin.confirm`): only the confirmation's POST writes."""
+        if bulk_admin.across(request) and CHANGE_FORM_ACTION not in request.POST:
+            return self._across(request, queryset, bulk.CANCEL)
         if not confirm.confirmed(request):
             return confirm.confirmation_page(self, request, queryset, confirm.CANCEL)
         report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
         self._report(request, "Cancel", report, "cancelled")
         return None
+
+    def _across(
+        self, request: HttpRequest, queryset: QuerySet[Job], action: bulk.Action
+    ) -> HttpResponse | None:
+        """`action` on every job the list's filters match (`jobs.admin.bulk`)."""
+        selection = bulk.Selection(queryset, said=bulk_admin.matching(request))
+        return bulk_admin.confirm_or_act(
+            self, request, selection, action, fields={"action": action.name}
+        )
 
     def _report(self, request: HttpRequest, action: str, report: Report, done: str) -> None:
         if report.touched:
@@ -254,9 +277,14 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
             self.admin_site.admin_view(self.dashboard_view),
             name="jobs_dashboard",
         )
+        dead = path(
+            "dead-letters/",
+            self.admin_site.admin_view(functools.partial(dead_letters_page, self)),
+            name="jobs_dead_letters",
+        )
         # Ahead of the model's own routes, whose `<path:object_id>/` would
         # otherwise take "dashboard/" for a job id.
-        return [page, *super().get_urls()]
+        return [page, dead, *super().get_urls()]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard (`jobs.admin.dashboard`), behind the job list's view permission."""
