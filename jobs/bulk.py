@@ -349,17 +349,17 @@ def _cancel(
 ) -> list[uuid.UUID]:
     """Each row through the one retirement (`jobs.retirement.cancel`), inside the
     batch's transaction; each `abandon` is called once the batch commits."""
-    kinds = dict(Job.objects.using(store.using).filter(id__in=ids).values_list("id", "kind"))
+    rows = Job.objects.using(store.using).filter(id__in=ids).values_list("id", "kind", "state")
+    found = {job_id: (kind, state) for job_id, kind, state in rows}
     left = []
     for job_id in ids:
-        kind = kinds.get(job_id)
-        handler = handlers.get(kind) if kind is not None else None
-        was = retirement.cancel(store, job_id, handler, f"cancelled by {by}", now, by=by)
-        if was is None:
+        kind, state = found.get(job_id, ("", ""))
+        handler = handlers.get(kind) if kind else None
+        if retirement.cancel(store, job_id, handler, f"cancelled by {by}", now, by=by) is None:
             left.append(job_id)
             continue
         outcome.touched += 1
-        outcome.running += was.state == State.RUNNING
+        outcome.running += state == State.RUNNING
     return left
 
 
