@@ -71,7 +71,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser, action: bulk.Action) -
         "--state",
         action="append",
         default=[],
-        choices=action.states,
+        choices=[str(state) for state in action.states],
         help=f"Jobs in this state (repeatable; default: {' and '.join(action.states)}).",
     )
     group.add_argument(
@@ -115,9 +115,10 @@ def confirm_arguments(group: Any) -> None:
     )
 
 
-def wants_filter(options: Options, ids: list[Any]) -> bool:
+def wants_filter(options: Options, ids: list[Any], *, besides: str = "") -> bool:
     """Whether the verb acts by filter; `CommandError` (exit 2) for ids and a filter
-    together, for neither, and for a filter-only option given with ids."""
+    together, for neither, and for a filter-only option given with ids. `besides`
+    names the verb's other way to say which jobs (run-now's `--schedule`)."""
     given = [name for name in FILTER_OPTIONS if options.get(name)]
     if ids and given:
         raise CommandError(
@@ -130,7 +131,8 @@ def wants_filter(options: Options, ids: list[Any]) -> bool:
         return False
     if not given:
         raise CommandError(
-            "give job IDs, or a filter: --kind, --state, --queue, --since, --error-contains",
+            f"give job IDs{besides}, or a filter: --kind, --state, --queue, --since, "
+            "--error-contains",
             returncode=2,
         )
     return True

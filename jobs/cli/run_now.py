@@ -48,7 +48,7 @@ def handle(write: Write, options: Options) -> int:
         if any(options[name] for name in by_filter.FILTER_OPTIONS):
             raise CommandError("give --schedule or a filter, not both", returncode=2)
         return run_now_schedule(write, options["schedule"], using=options["database"])
-    if by_filter.wants_filter(options, options["ids"]):
+    if by_filter.wants_filter(options, options["ids"], besides=" or --schedule NAME"):
         return by_filter.act_on_filter(write, options, bulk.RUN_NOW, by=verb.default_by())
     return run_now_jobs(write, options["ids"], using=options["database"])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import types
+import uuid
 from collections import Counter
 from datetime import timedelta
 from functools import partial
@@ -58,7 +59,7 @@ def small(monkeypatch):
 @pytest.fixture
 def transactions(monkeypatch):
     """Each transaction the walk opens, as the list of ids the batch verb wrote in it."""
-    opened: list[list] = []
+    opened: list[list[uuid.UUID]] = []
     real_atomic, real_requeue = transaction.atomic, batches.requeue
 
     @contextlib.contextmanager
@@ -72,7 +73,7 @@ def transactions(monkeypatch):
         return real_requeue(store, ids, now, max_attempts)
 
     monkeypatch.setattr(bulk, "transaction", types.SimpleNamespace(atomic=atomic))
-    monkeypatch.setattr(bulk.batches, "requeue", requeue)
+    monkeypatch.setattr(batches, "requeue", requeue)
     return opened
 
 
@@ -162,7 +163,8 @@ def test_a_bulk_retry_gives_a_fresh_budget_due_now_and_owes_no_abandon(small):
     row = Job.objects.get(id=job.id)
     assert (row.state, row.attempts, row.max_attempts) == (State.QUEUED, 0, 5)
     assert before <= row.run_at <= timezone.now()
-    assert row.finished_at is None and row.abandon_owed_at is None
+    assert row.finished_at is None
+    assert row.abandon_owed_at is None
 
 
 def test_a_bulk_retry_skips_a_job_whose_identity_a_live_job_holds_saying_why(small):
@@ -205,7 +207,7 @@ def test_a_row_taken_by_someone_else_mid_walk_is_skipped_with_its_state_as_the_r
         Job.objects.filter(id=jobs[0].id).update(state=State.QUEUED)  # another operator's retry
         return real(store, ids, now, max_attempts)
 
-    monkeypatch.setattr(bulk.batches, "requeue", meanwhile)
+    monkeypatch.setattr(batches, "requeue", meanwhile)
     chosen = selection()
     outcome = bulk.act(chosen, bulk.count(chosen, RETRY), by="ops")
     assert outcome.touched == 1
@@ -214,7 +216,7 @@ def test_a_row_taken_by_someone_else_mid_walk_is_skipped_with_its_state_as_the_r
 
 def test_a_bulk_run_now_makes_the_matching_queued_jobs_due_now(small):
     later = [make_job(f"q{n}", run_at=timezone.now() + timedelta(hours=1)) for n in range(4)]
-    running = make_job("r", State.RUNNING)
+    make_job("r", State.RUNNING)
     before = timezone.now()
     chosen = selection(kinds=(KIND,))
     counted = bulk.count(chosen, RUN_NOW)
@@ -234,7 +236,8 @@ def test_a_bulk_cancel_retires_queued_and_running_jobs_each_abandon_once_after_i
     with django_capture_on_commit_callbacks(execute=True):
         outcome = bulk.act(chosen, bulk.count(chosen, CANCEL), by="alice")
     assert states(*queued, running) == ["cancelled"] * 5
-    assert outcome.touched == 5 and outcome.running == 1
+    assert outcome.touched == 5
+    assert outcome.running == 1
     assert "(1 of them running: the attempt runs on, its result discarded)" in str(outcome)
     assert Counter(Abandonment.objects.values_list("key", flat=True)) == Counter(
         {"q0": 1, "q1": 1, "q2": 1, "q3": 1, "r": 1}
