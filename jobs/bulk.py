@@ -41,8 +41,7 @@ from jobs.registry import registry as default_registry
 from jobs.store import Store, batches, for_database
 from jobs.wakeup import wake_runners
 
-__all__ = ["ACTIONS", "CANCEL", "RETRY", "RUN_NOW", "Filter", "Selection", "act", "count"]
-__all__ += ["parse_since"]
+__all__ = ["CANCEL", "RETRY", "RUN_NOW", "Filter", "Selection", "act", "count", "parse_since"]
 
 #: Rows written in one transaction: small enough that a runner waiting on one
 #: of them waits milliseconds, large enough that a million rows are a thousand
@@ -82,11 +81,10 @@ RETRY = Action(
 )
 CANCEL = Action("cancel", "cancel", (State.QUEUED, State.RUNNING), "cancelled")
 RUN_NOW = Action("run_now", "run now", (State.QUEUED,), "made due now")
-ACTIONS = {action.name: action for action in (RETRY, CANCEL, RUN_NOW)}
 
 #: A retry's reason for a row whose `(kind, key)` a live job holds.
 HELD = "a live job already holds its kind and key"
-#: Why a counted row is not acted on: it changed after the count.
+#: The reason for a row of a batch deleted (by the retention sweep) before its write.
 GONE = "no such job"
 
 
@@ -103,10 +101,6 @@ class Counted:
     at: datetime
     by_state: dict[str, int]
     said: str = ""
-
-    @property
-    def matched(self) -> int:
-        return sum(self.by_state.values())
 
     @property
     def acting(self) -> int:
@@ -213,7 +207,7 @@ def act(
     outcome = Outcome(counted, skipped=counted.skipped())
     fenced = selection.jobs.filter(updated_at__lte=counted.at, state__in=action.states)
     for ids in _batches(fenced, selection.check):
-        now = timezone.now()
+        now, touched = timezone.now(), outcome.touched
         with transaction.atomic(using=store.using):
             if action is RETRY:
                 left = _retry(store, ids, now, max_attempts, outcome)
@@ -223,10 +217,10 @@ def act(
                 left = _cancel(store, ids, now, by, registry or default_registry, outcome)
         _word_skips(store, action, left, outcome)
         outcome.batches += 1
+        if outcome.touched > touched and action is not CANCEL:
+            wake_runners(store.using)  # each batch is claimable once it commits
         if progress is not None:
             progress(outcome)
-    if outcome.touched and action is not CANCEL:
-        wake_runners(store.using)
     log.event(
         "bulk_action_finished",
         outcome="done",

@@ -87,9 +87,7 @@ def test_a_bulk_retry_of_many_rows_locks_one_batch_at_a_time_while_a_runner_keep
     with connection.execute_wrapper(timed):
         counted = bulk.count(chosen, bulk.RETRY)
         before = drained()
-        outcome = bulk.act(
-            chosen, counted, by="test", progress=lambda _: samples.append(drained())
-        )
+        outcome = bulk.act(chosen, counted, by="test", progress=lambda _: samples.append(drained()))
     after = drained()
 
     assert counted.acting == ROWS
