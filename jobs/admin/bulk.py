@@ -112,6 +112,7 @@ def _page(
         "action": counted.action,
         "skipped": counted.skipped().most_common(),
         "max_attempts": max_attempts,
+        "redrive": "line" in fields,
         "fields": {
             **fields,
             "select_across": "1",

@@ -179,10 +179,10 @@ def test_the_dead_letters_page_groups_retired_jobs_and_is_linked_from_the_list_a
     make_job("c", State.CANCELLED, kind=KIND, last_error="cancelled by alice")
     url = reverse("admin:jobs_dead_letters")
     page = admin_client.get(url).content.decode()
-    rows = re.findall(r'<td class="jobs-dead-count">([\d,]+)</td>', page)
+    rows = re.findall(r'<td class="jobs-dead-count jobs-dead-jobs">([\d,]+)</td>', page)
     assert rows == ["3", "1"], "most jobs first"
-    assert '<td class="jobs-error-line">E: 503</td>' in page
-    assert '<td class="jobs-error-line">cancelled by alice</td>' in page
+    assert '<td class="jobs-dead-line">E: 503</td>' in page
+    assert '<td class="jobs-dead-line">cancelled by alice</td>' in page
     listing = admin_client.get(reverse("admin:jobs_job_changelist")).content.decode()
     assert f'href="{url}"' in listing
     app = admin_client.get(reverse("admin:app_list", args=["jobs"])).content.decode()
@@ -198,7 +198,7 @@ def test_retry_all_in_a_group_asks_with_the_count_then_redrives_with_the_new_bud
     response = admin_client.post(url, {"kind": KIND, "line": "E: 503", "attempts": "7"})
     page = response.content.decode()
     assert "Retry 2 jobs matching kind kind.a, error &#x27;E: 503&#x27;?" in page
-    assert "with 7 attempts from now" in page
+    assert "queued again with 7 attempts from now (its max_attempts becomes 7)" in page
     assert states(*group) == ["failed"] * 2
     form_url, fields = form_of(page)
     response = admin_client.post(form_url, fields, follow=True)
