@@ -5,6 +5,7 @@ script without either, bad filters refused writing nothing."""
 from __future__ import annotations
 
 import io
+import json
 from datetime import timedelta
 from functools import partial
 
@@ -246,3 +247,34 @@ def test_the_bulk_steps_are_callable_without_the_command():
     chosen = bulk.Selection(Job.objects.filter(kind=KIND), said=f"kind {KIND}")
     status = by_filter.act(lines.append, chosen, bulk.RETRY, options, by="t", ask=lambda q: True)
     assert (status, states(row)) == (0, ["queued"])
+
+
+def test_dead_json_gives_every_group_for_scripts_and_limit_says_what_it_left_out():
+    with freeze_time("2026-03-01 10:00:00"):
+        failed("a")
+    with freeze_time("2026-03-01 11:00:00"):
+        make_job("c", State.CANCELLED, last_error="cancelled by alice")
+    status, said = jobs("dead", "--json")
+    assert status == 0
+    assert json.loads(said) == [
+        {
+            "kind": KIND,
+            "error": "cancelled by alice",
+            "count": 1,
+            "failed": 0,
+            "cancelled": 1,
+            "first_seen": "2026-03-01T11:00:00+00:00",
+            "last_seen": "2026-03-01T11:00:00+00:00",
+        },
+        {
+            "kind": KIND,
+            "error": "HTTPError: 503",
+            "count": 1,
+            "failed": 1,
+            "cancelled": 0,
+            "first_seen": "2026-03-01T10:00:00+00:00",
+            "last_seen": "2026-03-01T10:00:00+00:00",
+        },
+    ], "as many jobs in each: the most recently seen first"
+    status, said = jobs("dead", "--limit", "1")
+    assert "(1 of 2 groups shown: raise --limit or give --kind)" in said
