@@ -194,7 +194,7 @@ def act(
 
 
 def terminal_ask(question: str) -> bool:
-    """Ask at the terminal; refuse (False) without asking when stdin is not one."""
+    """Ask at the terminal; `CommandError` (nothing written) when stdin is not one."""
     if not sys.stdin.isatty():
         raise CommandError(
             "stdin is not a terminal to confirm at: add --yes to act (or --dry-run to count)"
