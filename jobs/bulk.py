@@ -14,11 +14,11 @@ Cheap at any size, and never in a runner's way: the walk goes through the
 table by primary key in windows of `WINDOW` rows (the window's upper id is
 one index read ahead), so no statement scans more than a window whatever the
 table holds or how few rows match; a transaction locks one batch (`BATCH`
-rows) at most, for milliseconds, so runners keep claiming and settling
-beside it. What is acted on is fenced to what was counted: a row that changed
-after the count (its `updated_at`) is left alone and reported as changed, so
-the number confirmed is the most that can be touched. `CAP` bounds how many
-jobs one action may confirm.
+rows; a cancel's `CANCEL_BATCH`) at most, for a fraction of a second, so
+runners keep claiming and settling beside it. What is acted on is fenced to
+what was counted: a row that changed after the count (its `updated_at`) is
+left alone and reported as changed, so the number confirmed is the most that
+can be touched. `CAP` bounds how many jobs one action may confirm.
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ __all__ = ["CANCEL", "RETRY", "RUN_NOW", "Filter", "Selection", "act", "count", 
 #: of them waits milliseconds, large enough that a million rows are a thousand
 #: commits, not a million.
 BATCH = 1_000
+
+#: Rows one transaction of a bulk cancel retires: each goes through the one
+#: retirement (`jobs.retirement.cancel`: its lock, its attempt record, its
+#: hooks), a few milliseconds a row, so a batch of `BATCH` would hold its
+#: locks for seconds, and a runner settling one of them would wait as long.
+CANCEL_BATCH = 100
 
 #: Rows of the whole table, by primary key, one statement of the walk reads at
 #: most: what bounds a statement's time when few rows match among many.
@@ -206,7 +212,8 @@ def act(
     action, store = counted.action, for_database(selection.jobs.db)
     outcome = Outcome(counted, skipped=counted.skipped())
     fenced = selection.jobs.filter(updated_at__lte=counted.at, state__in=action.states)
-    for ids in _batches(fenced, selection.check):
+    size = CANCEL_BATCH if action is CANCEL else BATCH
+    for ids in _batches(fenced, selection.check, size):
         now, touched = timezone.now(), outcome.touched
         with transaction.atomic(using=store.using):
             if action is RETRY:
@@ -306,22 +313,24 @@ def _windows(jobs: QuerySet[Job]) -> Iterator[QuerySet[Job]]:
         low = edge[0]
 
 
-def _batches(jobs: QuerySet[Job], check: Callable[[str], bool] | None) -> Iterator[list[uuid.UUID]]:
+def _batches(
+    jobs: QuerySet[Job], check: Callable[[str], bool] | None, size: int
+) -> Iterator[list[uuid.UUID]]:
     """The ids of `jobs` (those whose `last_error` passes `check`, if given), at
-    most `BATCH` at a time, in id order (keyset: each read starts past the last)."""
+    most `size` at a time, in id order (keyset: each read starts past the last)."""
     for window in _windows(jobs):
         last: uuid.UUID | None = None
         while True:
             page = (window if last is None else window.filter(id__gt=last)).order_by("id")
             if check is None:
-                rows = [(job_id, "") for job_id in page.values_list("id", flat=True)[:BATCH]]
+                rows = [(job_id, "") for job_id in page.values_list("id", flat=True)[:size]]
             else:
-                rows = list(page.values_list("id", "last_error")[:BATCH])
+                rows = list(page.values_list("id", "last_error")[:size])
             if not rows:
                 break
             last = rows[-1][0]
             ids = [job_id for job_id, error in rows if check is None or check(error)]
             if ids:
                 yield ids
-            if len(rows) < BATCH:
+            if len(rows) < size:
                 break

@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from freezegun import freeze_time
 
-from jobs import bulk, dead_letters
+from jobs import bulk, dead_letters, retirement
 from jobs.bulk import CANCEL, RETRY, RUN_NOW, Filter, Selection
 from jobs.models import Job, State
 from jobs.store import batches
@@ -51,8 +51,9 @@ def states(*jobs: Job) -> list[str]:
 
 @pytest.fixture
 def small(monkeypatch):
-    """Batches of 3 rows and windows of 5."""
+    """Batches of 3 rows (a cancel's of 2) and windows of 5."""
     monkeypatch.setattr(bulk, "BATCH", 3)
+    monkeypatch.setattr(bulk, "CANCEL_BATCH", 2)
     monkeypatch.setattr(bulk, "WINDOW", 5)
 
 
@@ -290,3 +291,30 @@ def test_a_redrive_retries_one_group_only_with_the_new_budget(small):
     assert {(r.attempts, r.max_attempts) for r in rows} == {(0, 9)}, (
         "nine attempts from now: the new budget"
     )
+
+
+def test_a_bulk_cancel_retires_fewer_rows_a_transaction_since_each_takes_the_one_retirement(
+    small, monkeypatch
+):
+    """A cancel writes its row's attempt record and runs its hooks, milliseconds a
+    row: its batches are smaller, so no transaction holds its locks for seconds."""
+    opened: list[list[uuid.UUID]] = []
+    real_atomic, real_cancel = transaction.atomic, retirement.cancel
+
+    @contextlib.contextmanager
+    def atomic(*args, **kwargs):
+        opened.append([])
+        with real_atomic(*args, **kwargs):
+            yield
+
+    def cancel(store, job_id, *args, **kwargs):
+        opened[-1].append(job_id)
+        return real_cancel(store, job_id, *args, **kwargs)
+
+    monkeypatch.setattr(bulk, "transaction", types.SimpleNamespace(atomic=atomic))
+    monkeypatch.setattr(retirement, "cancel", cancel)
+    queued = [make_job(f"q{n}") for n in range(5)]
+    chosen = selection(kinds=(KIND,))
+    assert bulk.act(chosen, bulk.count(chosen, CANCEL), by="ops").touched == 5
+    assert [len(ids) for ids in opened] == [2, 2, 1]
+    assert states(*queued) == ["cancelled"] * 5
