@@ -2,7 +2,9 @@
 state and error text among as many settled ones, then a redrive of the same
 rows as a dead-letter group, through `jobs.bulk` in this process; the dead
 letters grouped too. Issue 36's rule is read off the result: no statement over
-1 s, and each transaction writing one batch at most.
+1 s, and each transaction writing one batch at most. Then a runner's drain
+alone and beside the same bulk retry (in a thread of this process): how much
+a bulk action slows the work around it.
 
 Every statement this process sends is timed (`execute_wrapper`), so the
 slowest one is measured, not guessed; the rows each transaction wrote are
@@ -11,6 +13,7 @@ counted through the batch verb. Runs on request (`benchjobs --part bulk`).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,13 +23,17 @@ from django.db import connection
 from django.utils import timezone
 
 from acmeproxy.benchmarks.bench import stage
+from acmeproxy.benchmarks.bench.drains import into_running
 from acmeproxy.benchmarks.bench.measure import SCALE, Result
+from acmeproxy.benchmarks.bench.runner import Runner
 from jobs import bulk, dead_letters
 from jobs.models import Job, State
 from jobs.store import batches
 
-KIND = "bench.bulk"
-HISTORY = "bench.bulk_history"
+#: Not under the bench's own prefix (`bench.`): the drains beside the bulk
+#: retry clear those kinds' rows as they start and end.
+KIND = "bulkbench.failed"
+HISTORY = "bulkbench.history"
 ERROR = "gave up after 5 of 5 attempts: HTTPError: 503 Service Unavailable"
 
 
@@ -66,8 +73,12 @@ def largest_batch() -> Iterator[list[int]]:
         batches.requeue = real
 
 
+def _clean() -> None:
+    Job.objects.filter(kind__in=(KIND, HISTORY)).delete()
+
+
 def _stage(rows: int) -> None:
-    stage.clean()
+    _clean()
     stage.insert_ready(KIND, rows, prefix="f")
     stage.insert_ready(HISTORY, rows, prefix="h")
     now = timezone.now()
@@ -114,8 +125,47 @@ def _measure(key: str, label: str, selection: Callable[[], bulk.Selection], rows
     )
 
 
+def _retry_all() -> bulk.Outcome:
+    found = bulk.Filter(kinds=(KIND,), states=(State.FAILED,))
+    chosen = bulk.Selection(found.jobs(connection.alias, timezone.now()))
+    try:
+        return bulk.act(chosen, bulk.count(chosen, bulk.RETRY), by="bench")
+    finally:
+        connection.close()  # this thread's own
+
+
+def beside_drain(rows: int, jobs: int) -> list[Result]:
+    """`jobs` no-op jobs drained by a runner already running, alone, then while
+    a bulk retry of `rows` failed jobs (of a kind the runner has no handler
+    for, so it claims none of them) runs in a thread of this process."""
+    with stage.config(), Runner() as runner:
+        alone = into_running(runner, jobs, "bulk.drain_alone", "drain alone, as met", group=SCALE)
+        _stage(rows)
+        outcome: list[bulk.Outcome] = []
+        beside = threading.Thread(target=lambda: outcome.append(_retry_all()))
+        beside.start()
+        during = into_running(
+            runner,
+            jobs,
+            "bulk.drain_beside",
+            f"drain beside a bulk retry of {rows:,} rows",
+            group=SCALE,
+        )
+        beside.join()
+        during.numbers["bulk_touched"] = outcome[0].touched if outcome else None
+        _clean()
+    ratio = (during.rate or 0) / (alone.rate or 1)
+    during.numbers["vs_alone"] = f"{ratio:.0%}"
+    return [alone, during]
+
+
 def measured(rows: int) -> list[Result]:
-    """The bulk retry, the dead letters and the redrive over `rows` failed jobs."""
+    """The bulk retry, the dead letters and the redrive over `rows` failed jobs;
+    a drain alone and beside a bulk retry."""
+    return [*_bulk(rows), *beside_drain(rows, 20_000)]
+
+
+def _bulk(rows: int) -> list[Result]:
     _stage(rows)
     try:
         retry = _measure(
@@ -153,4 +203,4 @@ def measured(rows: int) -> list[Result]:
         )
         return [retry, groups, redrive]
     finally:
-        stage.clean()
+        _clean()
