@@ -159,10 +159,10 @@ def beside_drain(rows: int, jobs: int) -> list[Result]:
     return [alone, during]
 
 
-def measured(rows: int) -> list[Result]:
+def measured(rows: int, jobs: int) -> list[Result]:
     """The bulk retry, the dead letters and the redrive over `rows` failed jobs;
-    a drain alone and beside a bulk retry."""
-    return [*_bulk(rows), *beside_drain(rows, 20_000)]
+    a drain of `jobs` alone and beside a bulk retry."""
+    return [*_bulk(rows), *beside_drain(rows, jobs)]
 
 
 def _bulk(rows: int) -> list[Result]:

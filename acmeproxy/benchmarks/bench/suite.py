@@ -162,7 +162,7 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
         )
     if "bulk" in parts:
         progress("bulk")
-        results += bulk.measured(sizes.bulk_rows)
+        results += bulk.measured(sizes.bulk_rows, sizes.jobs)
     verdicts: list[Verdict] = []
     if "instructions" in parts:
         progress("instructions (callgrind)")
