@@ -18,7 +18,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from jobs.models import LIVE_ROWS, Job, State
+from jobs.models import LIVE_STATES, Job, State
 from jobs.store.base import Store
 
 #: The states a requeue takes a row from.
@@ -57,9 +57,16 @@ def requeue(
     done = Requeued()
     if not rows:
         return done
+    # By `state`, not `live`: the planner cannot prove a state filter of the
+    # ready index's condition, so it probes the identity index, one descent a
+    # key. Filtered on `live`, with statistics from before a bulk retry made
+    # thousands of rows live, it read the ready index whole (375 ms against
+    # 7 ms at 50,000 live rows).
     live = set(
         jobs.filter(
-            LIVE_ROWS, kind__in={kind for _, kind, _ in rows}, key__in={k for *_, k in rows}
+            state__in=LIVE_STATES,
+            kind__in={kind for _, kind, _ in rows},
+            key__in={key for *_, key in rows},
         )
         .values_list("kind", "key")
         .order_by()
