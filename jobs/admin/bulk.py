@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 #: The changelist's own parameters, which say nothing about which jobs match.
-_NOT_FILTERS = {"o", "p", "all", "_changelist_filters"}
+_NOT_FILTERS = {"o", "p", "e", "_facets", "_popup", "_to_field", "_changelist_filters"}
 
 #: The hidden fields the confirmation carries back: the count's moment and numbers.
 COUNTED_AT = "bulk_counted_at"
