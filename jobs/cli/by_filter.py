@@ -8,7 +8,8 @@ never widens into a filter. The count is printed first. `--dry-run` stops
 there; otherwise the action needs `--yes`, or a "y" typed at the prompt when
 stdin is a terminal: a script without `--yes` is refused, writing nothing.
 More jobs than `--max` (default `jobs.bulk.CAP`) are refused as a filter
-most likely too broad.
+most likely too broad. A kind or queue nothing names is warned about, as
+every verb does (`jobs.cli.names`), and refused with `--strict`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from jobs import bulk
-from jobs.cli import arguments
+from jobs.cli import arguments, names
 from jobs.cli.text import Write
 from jobs.cli.verb import NOT_ALL_DONE, OK, Options
 
@@ -35,7 +36,7 @@ MAX_RANGE = (1, 10 * bulk.CAP)
 #: The filter's options, as their `dest`s.
 FILTER_OPTIONS = ("kind", "state", "queue", "since", "error_contains")
 #: The options that only go with a filter.
-FILTER_ONLY = {"dry_run": "--dry-run", "yes": "--yes", "max": "--max"}
+FILTER_ONLY = {"dry_run": "--dry-run", "yes": "--yes", "max": "--max", "strict": "--strict"}
 
 
 def since(text: str) -> Any:
@@ -98,7 +99,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser, action: bulk.Action) -
 
 
 def confirm_arguments(group: Any) -> None:
-    """`--dry-run`, `--yes` and `--max`: what every bulk verb takes."""
+    """`--dry-run`, `--yes`, `--max` and `--strict`: what every bulk verb takes."""
     group.add_argument(
         "--dry-run", action="store_true", help="Count and print the matching jobs; change nothing."
     )
@@ -113,6 +114,7 @@ def confirm_arguments(group: Any) -> None:
         metavar="N",
         help=f"Refuse if more than N jobs match (default {bulk.CAP:,}).",
     )
+    names.strict_argument(group)
 
 
 def wants_filter(options: Options, ids: list[Any], *, besides: str = "") -> bool:
@@ -152,6 +154,8 @@ def filter_of(options: Options, action: bulk.Action) -> bulk.Filter:
 def act_on_filter(write: Write, options: Options, action: bulk.Action, *, by: str) -> int:
     """`action` on every job the options' filter matches (`act`)."""
     found = filter_of(options, action)
+    named = [("kind", kind) for kind in found.kinds] + [("queue", q) for q in found.queues]
+    names.check(write, named, strict=options["strict"], using=options["database"])
     jobs = found.jobs(options["database"], timezone.now())
     return act(write, bulk.Selection(jobs, said=str(found)), action, options, by=by)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from jobs import bulk, dead_letters
-from jobs.cli import arguments, by_filter, verb
+from jobs.cli import arguments, by_filter, names, verb
 from jobs.cli.text import Write
 from jobs.cli.verb import Options, Verbs
 
@@ -49,6 +49,9 @@ def add_parser(verbs: Verbs) -> None:
 
 def handle(write: Write, options: Options) -> int:
     """`redrive`'s options, to `jobs.cli.by_filter.act` on the group's selection."""
+    names.check(
+        write, [("kind", options["kind"])], strict=options["strict"], using=options["database"]
+    )
     selection = dead_letters.selection(options["kind"], options["error"], options["database"])
     return by_filter.act(
         write,

@@ -114,7 +114,7 @@ def test_at_a_terminal_the_operator_confirms_with_the_number(monkeypatch):
         (["--since=-1h"], "argument --since: must be a number and a unit"),
         (["--since", "0m"], "argument --since: must be more than nothing"),
         (["--state", "done"], "argument --state: invalid choice: 'done'"),
-        (["--kind", ""], "argument --kind: must be 1 to 100 characters"),
+        (["--kind", ""], "argument --kind: kind must be a non-empty string"),
         (["--queue", "bad name"], "argument --queue:"),
         (["--error-contains", ""], "argument --error-contains: must be 1 to 1,000"),
         (["--max", "0", "--kind", KIND], "argument --max: must be a whole number"),
@@ -278,3 +278,19 @@ def test_dead_json_gives_every_group_for_scripts_and_limit_says_what_it_left_out
     ], "as many jobs in each: the most recently seen first"
     status, said = jobs("dead", "--limit", "1")
     assert "(1 of 2 groups shown: raise --limit or give --kind)" in said
+
+
+def test_an_unknown_kind_in_a_filter_is_warned_about_and_refused_with_strict():
+    """As `pause` and `list` do (`jobs.cli.names`): a typo should not read as
+    "0 jobs match" in silence."""
+    row = failed("f", kind="no.such.kind")
+    status, said = jobs("retry", "--kind", "no.such.kind", "--dry-run")
+    assert said.splitlines()[0].startswith(
+        "warning: no handler for kind 'no.such.kind' is registered in this project"
+    )
+    assert status == 0
+    with pytest.raises(CommandError, match=r"Unknown kind: .* \(--strict\)\. Nothing was changed"):
+        jobs("retry", "--kind", "no.such.kind", "--strict", "--yes")
+    with pytest.raises(CommandError, match=r"Unknown kind: .*--strict"):
+        jobs("redrive", "--kind", "no.such.kind", "--error", "HTTPError: 503", "--strict", "--yes")
+    assert states(row) == ["failed"]
