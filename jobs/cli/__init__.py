@@ -16,8 +16,9 @@ stays one line however many newlines a field held
 with `--strict`) in `jobs.cli.names`. Changes go through the same doors as the admin
 (`jobs.operations`, `jobs.bulk` and `jobs.dead_letters`, `jobs.controls`,
 `jobs.queue.enqueue`, `jobs.stats.collect`, `jobs.schedules.operator`), so the
-command holds no rules about identity, attempts or fencing of its own; and it says things in the admin's words
-(`jobs.presentation`), at the length a shell has room for.
+command holds no rules about identity, attempts or fencing of its own; and it
+says things in the admin's words (`jobs.presentation`), at the length a shell
+has room for.
 
 Exit status: 0 when everything asked for was done; 1 when some of it was not
 (a job skipped, an enqueue refused as a duplicate) or the command failed
