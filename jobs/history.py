@@ -5,7 +5,8 @@ a reclaim after its runner vanished, a cancel), oldest first, as JSON: the
 attempt's number, when it started and ended, the runner that ran it, the
 outcome, the error's telling line and, for an exception, its class path and
 traceback. A `Done` attempt writes nothing here: the runner's hot path pays
-nothing for the record.
+nothing for the record. An operator's Retry and Run now add an entry too
+(`Action`: who and when), so the record tells the whole story of the job.
 
 Bounded twice, so a job that fails forever cannot grow its row without end:
 the list keeps the last `MAX_ENTRIES` entries (each carries its `number`
@@ -79,6 +80,26 @@ class Outcome(enum.StrEnum):
     RELEASED = "released"
 
 
+class Action(enum.StrEnum):
+    """An operator's action on a job, kept in its record beside the attempts
+    (`operator_action`) so that the record says who changed the job and
+    when. A cancel is an `Outcome.CANCELLED` entry of its own; these are the
+    others. Never an attempt: no number, no error class, not counted among
+    the attempts that did not end done (`not_done`)."""
+
+    #: Retry: queued again, due now, with a fresh attempt budget.
+    RETRIED = "retried"
+    #: Run now: a queued job made due now.
+    RUN_NOW = "run_now"
+
+
+#: What each action did, in the words its entry says after who did it.
+_ACTION_WORDS = {
+    Action.RETRIED: "queued again, due now, with a fresh attempt budget",
+    Action.RUN_NOW: "made due now",
+}
+
+
 class AttemptError(Exception):
     """An attempt's end that no exception of the handler's describes."""
 
@@ -149,6 +170,13 @@ class Entry:
     #: The exception's class path; "" when nothing was raised.
     exception: str = ""
     traceback: str = ""
+    #: For a reclaimed attempt: when its runner last reported itself, if known.
+    heard_at: datetime | None = None
+
+    @property
+    def is_action(self) -> bool:
+        """An operator's action (`Action`), not an attempt."""
+        return self.outcome in _ACTION_WORDS
 
     @property
     def exception_class_path(self) -> str:
@@ -168,6 +196,7 @@ class Entry:
             "error": self.error,
             "exception": self.exception,
             "traceback": self.traceback,
+            **({"heard_at": self.heard_at.isoformat()} if self.heard_at else {}),
         }
 
 
@@ -177,10 +206,11 @@ def record(
     started_at: datetime | None,
     ended_at: datetime,
     runner: str | None,
-    outcome: Outcome,
+    outcome: Outcome | Action,
     error: str,
     exception: BaseException | str | None = None,
     traceback: str = "",
+    heard_at: datetime | None = None,
 ) -> Entry:
     """A new entry (numbered when appended), its texts bounded and storable
     (`jobs.storable.storable_text`: a NUL or a lone surrogate in an exception's
@@ -197,6 +227,19 @@ def record(
         error=bounded(storable_text(error), ERROR_CHARS),
         exception=storable_text(str(exception or "")),
         traceback=bounded(storable_text(traceback), TRACEBACK_CHARS),
+        heard_at=heard_at,
+    )
+
+
+def operator_action(action: Action, by: str, now: datetime) -> Entry:
+    """The entry for an operator's `action` on a job at `now`, saying who."""
+    return record(
+        attempt=None,
+        started_at=None,
+        ended_at=now,
+        runner="",
+        outcome=action,
+        error=f"{action.replace('_', ' ')} by {by or 'an operator'}: {_ACTION_WORDS[action]}",
     )
 
 
@@ -227,13 +270,21 @@ def for_attempt(
     )
 
 
-def lost_attempt(job: Job, runner: str | None, started_at: datetime | None, now: datetime) -> Entry:
+def lost_attempt(
+    job: Job,
+    runner: str | None,
+    started_at: datetime | None,
+    now: datetime,
+    heard_at: datetime | None = None,
+) -> Entry:
     """The entry for the attempt before `job`'s current one, found at `now` with
     its lease expired and never settled: written when the row is reclaimed.
 
     Its process died or vanished: killed (SIGKILL, the OOM killer), crashed
     (a segfault, a handler's `os._exit`), its machine lost, or stopped
-    (SIGSTOP) for longer than its lease.
+    (SIGSTOP) for longer than its lease. `heard_at` is its runner's last
+    heartbeat, where its row was still there to say: the attempt ran until
+    some time after it, not until `now`.
     """
     number = job.attempts - 1
     where = f" on runner {runner}" if runner else ""
@@ -247,6 +298,7 @@ def lost_attempt(job: Job, runner: str | None, started_at: datetime | None, now:
             f"the process running attempt {number} died or vanished: "
             f"its lease expired{where} and the attempt never settled"
         ),
+        heard_at=heard_at,
     )
 
 
@@ -315,6 +367,13 @@ def entries(stored: Any) -> list[Entry]:
     return found
 
 
+def not_done(stored: Any) -> int:
+    """How many attempts did not end done: `total` less the operator's actions
+    kept (one dropped past `MAX_ENTRIES` is counted, which the heading's
+    "the last N are kept" then owns up to)."""
+    return total(stored) - sum(1 for entry in entries(stored) if entry.is_action)
+
+
 def total(stored: Any) -> int:
     """How many entries the job has had, the dropped ones included."""
     listed = entries(stored)
@@ -352,6 +411,7 @@ def _entry(item: Any, position: int) -> Entry | None:
         error=_text(item.get("error")),
         exception=_text(item.get("exception")),
         traceback=_text(item.get("traceback")),
+        heard_at=_moment(item.get("heard_at")),
     )
 
 

@@ -195,7 +195,8 @@ def to_result(job: Job, alias: str) -> TaskResult[Any, Any]:
     newest: its errors and workers start there.
     """
     payload = job.payload
-    entries = job.attempt_history
+    # An operator's Retry or Run now is on the record, but is no task error.
+    entries = [entry for entry in job.attempt_history if not entry.is_action]
     workers = history.runners(entries)
     numbered = [entry for entry in entries if entry.attempt is not None]
     current = job.attempts > 0 and (not numbered or numbered[-1].attempt != job.attempts)

@@ -210,13 +210,13 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     @admin.action(description="Run now", permissions=["change"], location=EVERYWHERE)
     def run_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         """Queued jobs become due now; runners in this process are woken."""
-        report = operations.run_now(_ids(request, queryset))
+        report = operations.run_now(_ids(request, queryset), by=_by(request))
         self._report(request, "Run now", report, "made due now")
 
     @admin.action(description="Retry", permissions=["change"], location=EVERYWHERE)
     def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         """Failed or cancelled jobs are queued again, due now, with a fresh attempt budget."""
-        report = operations.retry(_ids(request, queryset))
+        report = operations.retry(_ids(request, queryset), by=_by(request))
         self._report(request, "Retry", report, "queued again with a fresh attempt budget")
 
     @admin.action(description="Cancel", permissions=["change"], location=EVERYWHERE)
@@ -226,7 +226,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         Asked first (`jobs.admin.confirm`): only the confirmation's POST writes."""
         if not confirm.confirmed(request):
             return confirm.confirmation_page(self, request, queryset, confirm.CANCEL)
-        report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
+        report = operations.cancel(_ids(request, queryset), by=_by(request))
         self._report(request, "Cancel", report, "cancelled")
         return None
 
@@ -298,6 +298,12 @@ def _ids(request: HttpRequest, queryset: QuerySet[Job]) -> list[uuid.UUID]:
             known.add(selected)
             found.append(selected)
     return found
+
+
+def _by(request: HttpRequest) -> str:
+    """Who an action is by, as the record and the log name them: `admin:<user>`,
+    as the controls page stamps its changes (`manage.py jobs` says `cli:<user>`)."""
+    return f"admin:{request.user.get_username()}"
 
 
 def _jobs(n: int) -> str:

@@ -25,15 +25,20 @@ HELP = (
 def add_parser(verbs: Verbs) -> None:
     retry = verb.add(verbs, "retry", HELP, handle)
     retry.add_argument("ids", type=arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
+    verb.by_argument(retry, "Who retried, kept in each job's attempt history")
 
 
 def handle(write: Write, options: Options) -> int:
     """`retry`'s options, to `retry_jobs`."""
-    return retry_jobs(write, options["ids"], using=options["database"])
+    return retry_jobs(write, options["ids"], by=verb.by(options), using=options["database"])
 
 
 def retry_jobs(
-    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+    write: Write,
+    ids: Iterable[uuid.UUID | IdPrefix],
+    *,
+    by: str = "",
+    using: str = DEFAULT_DB_ALIAS,
 ) -> int:
     """Queue failed or cancelled jobs again (see `jobs.operations.retry`)."""
-    return acted_on(write, ids, using, partial(operations.retry, using=using))
+    return acted_on(write, ids, using, partial(operations.retry, by=by, using=using))

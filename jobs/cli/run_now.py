@@ -37,20 +37,25 @@ def add_parser(verbs: Verbs) -> None:
         help="The schedule whose live occurrence to run now; the next is due at the "
         "fire time it stood for.",
     )
+    verb.by_argument(run_now, "Who made it due, kept in each job's attempt history")
 
 
 def handle(write: Write, options: Options) -> int:
     """`run-now`'s options, to `run_now_schedule` or `run_now_jobs`."""
     if options["schedule"] is not None:
         return run_now_schedule(write, options["schedule"], using=options["database"])
-    return run_now_jobs(write, options["ids"], using=options["database"])
+    return run_now_jobs(write, options["ids"], by=verb.by(options), using=options["database"])
 
 
 def run_now_jobs(
-    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+    write: Write,
+    ids: Iterable[uuid.UUID | IdPrefix],
+    *,
+    by: str = "",
+    using: str = DEFAULT_DB_ALIAS,
 ) -> int:
     """Make queued jobs due now (see `jobs.operations.run_now`)."""
-    return acted_on(write, ids, using, partial(operations.run_now, using=using))
+    return acted_on(write, ids, using, partial(operations.run_now, by=by, using=using))
 
 
 def run_now_schedule(write: Write, name: str, *, using: str = DEFAULT_DB_ALIAS) -> int:

@@ -246,8 +246,9 @@ class Job(models.Model):
 
     @property
     def error_count(self) -> int:
-        """How many attempts did not end done, those past the kept record included."""
-        return history.total(self.errors)
+        """How many attempts did not end done, those past the kept record
+        included; an operator's actions in the record are not attempts."""
+        return history.not_done(self.errors)
 
 
 def _config_field(name: str) -> models.PositiveIntegerField[Any, Any]:

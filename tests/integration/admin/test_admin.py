@@ -449,8 +449,8 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(
     with django_capture_on_commit_callbacks(execute=True):  # abandon runs once it commits
         response = act(admin_client, "cancel", queued, post="yes")
     row = reload(queued)
-    assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
-    assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
+    assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by admin:ops")
+    assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by admin:ops")], (
         "abandon is called once, with a reason naming who cancelled"
     )
     assert messages_of(response) == ["Cancel: 1 job cancelled."]
