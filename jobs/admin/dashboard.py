@@ -19,6 +19,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.admin.display import stamp
+from jobs.admin.runners import GONE_MEANS
 from jobs.models import Job, State
 from jobs.presentation import duration, relative
 from jobs.stats import Stats, collect
@@ -72,13 +74,17 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         }
         for row in stats.slowest_kinds
     ]
+    # Live runners, then gone ones apart (`RunnerProcess.STALE_AFTER`), each
+    # time with its stamp; a gone runner's running count is not counted.
     runners = [
         {
             "runner": runner,
             "heartbeat": relative(runner.heartbeat_at, stats.now, glance=True),
+            "heartbeat_at": stamp(runner.heartbeat_at),
             "started": relative(runner.started_at, stats.now, glance=True),
+            "started_at": stamp(runner.started_at),
         }
-        for runner in stats.runners
+        for runner in sorted(stats.runners, key=lambda runner: runner.gone)
     ]
     return {
         "states": states,
@@ -92,7 +98,9 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         },
         "stuck_url": f"{changelist}?{urlencode({'stuck': 'yes'})}",
         "slowest": slowest,
-        "runners": runners,
+        "runners": [row for row in runners if not row["runner"].gone],
+        "gone_runners": [row for row in runners if row["runner"].gone],
+        "gone_means": GONE_MEANS,
         # Processes, not lanes: a `runjobs --lanes 2` is one runner.
         "live_runners": len({runner.process for runner in stats.runners if not runner.gone}),
         "chart": throughput_chart(stats.throughput),

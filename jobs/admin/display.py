@@ -66,12 +66,26 @@ def time_field(model: type[models.Model], name: str) -> Callable[[Any, Any], Saf
 _SEPARATOR = re.compile(r"([./:_\-@,=+])")
 
 
-def breakable(text: str) -> SafeString:
+#: A run of letters and digits, which `breakable` never breaks.
+_RUN = re.compile(r"[^\W_]+")
+
+
+def breakable(text: str, longest: int | None = None) -> SafeString:
     """`text`, escaped, that may wrap after a separator (`.`, `/`, `:`, `-`, ...)
     and nowhere else: a kind, a key or a runner's name in a narrow column
     wraps between its parts ("host-10-0-1:" / "4242"), never inside a word
-    or a pid, which CSS alone (`overflow-wrap: anywhere`) cannot promise."""
+    or a pid, which CSS alone (`overflow-wrap: anywhere`) cannot promise.
+
+    With `longest`, a run of letters and digits longer than that (a digest,
+    a run of x's) is cut to its start and "…", so that no one word sets the
+    column's width; the caller shows the whole text elsewhere."""
+    if longest is not None:
+        text = _RUN.sub(lambda run: _cut(run.group(), longest), text)
     return mark_safe(_SEPARATOR.sub(r"\1<wbr>", escape(text)))  # escaped above
+
+
+def _cut(run: str, longest: int) -> str:
+    return run if len(run) <= longest else run[: longest - 1] + "…"
 
 
 def pretty_json(value: object) -> SafeString:

@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobs.admin import attempts
-from jobs.admin.display import badge, pretty_json, stamp_or_nothing, time_field
+from jobs.admin.display import badge, breakable, pretty_json, stamp_or_nothing, time_field
 from jobs.holding import Holders
 from jobs.models import Job, State
 from jobs.presentation import NOTHING, relative
@@ -68,8 +68,8 @@ class JobDetail:
             {
                 "fields": [
                     "id",
-                    "kind",
-                    "key",
+                    "kind_shown",
+                    "whole_key",
                     "queue",
                     "priority",
                     "state_badge",
@@ -132,6 +132,11 @@ class JobDetail:
         return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
             request, obj, change, help_texts=help_texts, **kwargs
         )
+
+    @admin.display(description="key")
+    def whole_key(self, job: Job) -> SafeString:
+        """The key in full (the list cuts a long one), wrapping between its parts."""
+        return breakable(job.key)
 
     @admin.display(description="payload")
     def payload_json(self, job: Job) -> SafeString:

@@ -71,7 +71,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "host",
         "pid_shown",
         "lane_shown",
-        "version",
+        "version_shown",
         "started_at_shown",
         "last_heartbeat",
         "running_of",
@@ -119,7 +119,9 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
             default=Value(False),
             output_field=BooleanField(),
         )
-        return super().get_queryset(request).annotate(gone=gone)
+        # As `ModelAdmin.get_queryset`, annotated before it is ordered by it.
+        rows = self.model._default_manager.get_queryset().annotate(gone=gone)
+        return rows.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request: HttpRequest) -> list[str]:
         return ["gone", *RunnerProcess._meta.ordering]
@@ -127,6 +129,10 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     @admin.display(description="host", ordering="hostname")
     def host(self, runner: RunnerProcess) -> SafeString:
         return breakable(runner.hostname)
+
+    @admin.display(description="version", ordering="version")
+    def version_shown(self, runner: RunnerProcess) -> SafeString:
+        return breakable(runner.version)
 
     @admin.display(description="running")
     def running_of(self, runner: RunnerProcess) -> SafeString | str:

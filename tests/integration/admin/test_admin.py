@@ -316,6 +316,8 @@ SHOWN_AS = {
     "result": "result_json",
     "errors": "attempt_history_table",
     "claimed_by": "claimed_by_holder",
+    "kind": "kind_shown",
+    "key": "whole_key",
 }
 
 
@@ -450,7 +452,8 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(
         response = act(admin_client, "cancel", queued, post="yes")
     row = reload(queued)
     assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by admin:ops")
-    assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by admin:ops")], (
+    reasons = list(Abandonment.objects.values_list("key", "reason"))
+    assert reasons == [("k", "cancelled by admin:ops")], (
         "abandon is called once, with a reason naming who cancelled"
     )
     assert messages_of(response) == ["Cancel: 1 job cancelled."]
