@@ -5,8 +5,8 @@ a reclaim after its runner vanished, a cancel), oldest first, as JSON: the
 attempt's number, when it started and ended, the runner that ran it, the
 outcome, the error's telling line and, for an exception, its class path and
 traceback. A `Done` attempt writes nothing here: the runner's hot path pays
-nothing for the record. An operator's Retry and Run now add an entry too
-(`Action`: who and when), so the record tells the whole story of the job.
+nothing for the record. An operator's Retry and Run now add an entry too,
+saying who and when (`jobs.history_actions`).
 
 Bounded twice, so a job that fails forever cannot grow its row without end:
 the list keeps the last `MAX_ENTRIES` entries (each carries its `number`
@@ -78,26 +78,6 @@ class Outcome(enum.StrEnum):
     #: Handed back unfinished by its runner (a runner stopping before its
     #: attempts end), for another to run.
     RELEASED = "released"
-
-
-class Action(enum.StrEnum):
-    """An operator's action on a job, kept in its record beside the attempts
-    (`operator_action`) so that the record says who changed the job and
-    when. A cancel is an `Outcome.CANCELLED` entry of its own; these are the
-    others. Never an attempt: no number, no error class, not counted among
-    the attempts that did not end done (`not_done`)."""
-
-    #: Retry: queued again, due now, with a fresh attempt budget.
-    RETRIED = "retried"
-    #: Run now: a queued job made due now.
-    RUN_NOW = "run_now"
-
-
-#: What each action did, in the words its entry says after who did it.
-_ACTION_WORDS = {
-    Action.RETRIED: "queued again, due now, with a fresh attempt budget",
-    Action.RUN_NOW: "made due now",
-}
 
 
 class AttemptError(Exception):
@@ -174,11 +154,6 @@ class Entry:
     heard_at: datetime | None = None
 
     @property
-    def is_action(self) -> bool:
-        """An operator's action (`Action`), not an attempt."""
-        return self.outcome in _ACTION_WORDS
-
-    @property
     def exception_class_path(self) -> str:
         """The exception's class path, or the class of ours this end stands for."""
         if self.exception:
@@ -206,7 +181,7 @@ def record(
     started_at: datetime | None,
     ended_at: datetime,
     runner: str | None,
-    outcome: Outcome | Action,
+    outcome: str,
     error: str,
     exception: BaseException | str | None = None,
     traceback: str = "",
@@ -228,18 +203,6 @@ def record(
         exception=storable_text(str(exception or "")),
         traceback=bounded(storable_text(traceback), TRACEBACK_CHARS),
         heard_at=heard_at,
-    )
-
-
-def operator_action(action: Action, by: str, now: datetime) -> Entry:
-    """The entry for an operator's `action` on a job at `now`, saying who."""
-    return record(
-        attempt=None,
-        started_at=None,
-        ended_at=now,
-        runner="",
-        outcome=action,
-        error=f"{action.replace('_', ' ')} by {by or 'an operator'}: {_ACTION_WORDS[action]}",
     )
 
 
@@ -365,13 +328,6 @@ def entries(stored: Any) -> list[Entry]:
         if entry is not None:
             found.append(entry)
     return found
-
-
-def not_done(stored: Any) -> int:
-    """How many attempts did not end done: `total` less the operator's actions
-    kept (one dropped past `MAX_ENTRIES` is counted, which the heading's
-    "the last N are kept" then owns up to)."""
-    return total(stored) - sum(1 for entry in entries(stored) if entry.is_action)
 
 
 def total(stored: Any) -> int:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
-from jobs import history, log, retirement
+from jobs import log, retirement
+from jobs.history_actions import Action, operator_action
 from jobs.models import Job
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
@@ -59,7 +60,7 @@ def run_now(ids: Iterable[uuid.UUID | str], *, by: str = "", using: str | None =
     """Make queued jobs due now, and wake the runners to claim them. Each job's
     record notes it, with `by` (who asked)."""
     report, store, now = Report(), for_database(using), timezone.now()
-    entry = history.operator_action(history.Action.RUN_NOW, by, now)
+    entry = operator_action(Action.RUN_NOW, by, now)
     for job_id, job in _found(ids, using, report):
         with transaction.atomic(using=store.using):
             made_due = store.run_now(job_id, now) and store.note_action(job_id, entry)
@@ -80,7 +81,7 @@ def retry(ids: Iterable[uuid.UUID | str], *, by: str = "", using: str | None = N
     reason and nothing is written for it.
     """
     report, store, now = Report(), for_database(using), timezone.now()
-    entry = history.operator_action(history.Action.RETRIED, by, now)
+    entry = operator_action(Action.RETRIED, by, now)
     for job_id, job in _found(ids, using, report):
         try:
             with transaction.atomic(using=store.using):

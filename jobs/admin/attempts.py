@@ -6,7 +6,7 @@ The history is a table, newest first, each entry's traceback folded in a
 the millisecond with its zone, and how long an attempt took is said in ms
 under a second. A reclaimed attempt did not run from its start to its
 reclaim: its runner was lost, and the table says when it was last heard
-from instead. An operator's action (`history.Action`) is an entry with who
+from instead. An operator's action (`jobs.history_actions`) is an entry with who
 and when, and no attempt. Everything a row holds is escaped (`format_html`).
 """
 
@@ -17,11 +17,13 @@ from datetime import datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from jobs import presentation
 from jobs.admin.display import badge, breakable, stamp, stamp_or_nothing
-from jobs.history import Action, Entry, Outcome
+from jobs.history import Entry, Outcome
+from jobs.history_actions import Action, is_action
 from jobs.holding import Holders
 from jobs.models import Job
-from jobs.presentation import NOTHING, attempts_not_done, duration
+from jobs.presentation import NOTHING, attempts_not_done
 
 #: An outcome's badge colour, from the state colours it resembles.
 _TONES: dict[str, str] = {
@@ -97,15 +99,12 @@ def elapsed(started: datetime | None, ended: datetime | None) -> str:
     """From `started` to `ended`: "340 ms" under a second, "4m 10s" above."""
     if started is None or ended is None:
         return NOTHING
-    seconds = (ended - started).total_seconds()
-    if abs(seconds) < 1:
-        return f"{round(abs(seconds) * 1000)} ms"
-    return duration(seconds)
+    return presentation.took((ended - started).total_seconds())
 
 
 def _error(entry: Entry) -> SafeString:
     line = format_html('<span class="jobs-history-error">{}</span>', entry.error or NOTHING)
-    if entry.is_action:
+    if is_action(entry):
         return line
     exception = breakable(entry.exception_class_path)
     if not entry.traceback:
