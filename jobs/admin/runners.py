@@ -93,6 +93,9 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "lanes",
         "clock_offset_ms",
     ]
+    #: The page shows what the list does, each time as `stamp` says it (the
+    #: raw time fields would be drawn in Django's own format beside them).
+    fields = readonly_fields
 
     class Media:
         css = {"all": ["jobs/admin.css"]}
