@@ -79,6 +79,7 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
     runners = [
         {
             "runner": runner,
+            "gone": runner.gone,
             "heartbeat": relative(runner.heartbeat_at, stats.now, glance=True),
             "heartbeat_at": stamp(runner.heartbeat_at),
             "started": relative(runner.started_at, stats.now, glance=True),
@@ -98,8 +99,8 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         },
         "stuck_url": f"{changelist}?{urlencode({'stuck': 'yes'})}",
         "slowest": slowest,
-        "runners": [row for row in runners if not row["runner"].gone],
-        "gone_runners": [row for row in runners if row["runner"].gone],
+        "runners": [row for row in runners if not row["gone"]],
+        "gone_runners": [row for row in runners if row["gone"]],
         "gone_means": GONE_MEANS,
         # Processes, not lanes: a `runjobs --lanes 2` is one runner.
         "live_runners": len({runner.process for runner in stats.runners if not runner.gone}),

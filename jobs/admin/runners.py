@@ -16,7 +16,7 @@ corrects its own time by it, but a machine drifting that far deserves a look.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
 from django.db.models import BooleanField, Case, QuerySet, Value, When
@@ -29,6 +29,11 @@ from jobs.admin.display import badge, breakable, stamp, time_field
 from jobs.clock import SKEW_SHOWN_ABOVE
 from jobs.models import RunnerProcess
 from jobs.presentation import NOTHING, duration, relative
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
+    from django.db.models.query import _OrderByFieldName
+    from django.utils.datastructures import _ListOrTuple
 
 #: Why a runner is gone, as the status column's tooltip says it.
 GONE_MEANS = (
@@ -78,7 +83,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
         "kinds_list",
     ]
     list_filter = [StatusFilter]
-    readonly_fields = [
+    readonly_fields: ClassVar[list[str]] = [
         "hostname",
         "supervisor_pid",
         "pid",
@@ -95,7 +100,7 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
     ]
     #: The page shows what the list does, each time as `stamp` says it (the
     #: raw time fields would be drawn in Django's own format beside them).
-    fields = readonly_fields
+    fields: ClassVar[_FieldGroups | None] = list(readonly_fields)
 
     class Media:
         css = {"all": ["jobs/admin.css"]}
@@ -123,11 +128,11 @@ class RunnerProcessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not sub
             output_field=BooleanField(),
         )
         # As `ModelAdmin.get_queryset`, annotated before it is ordered by it.
-        rows = self.model._default_manager.get_queryset().annotate(gone=gone)
+        rows = RunnerProcess.objects.annotate(gone=gone)
         return rows.order_by(*self.get_ordering(request))
 
-    def get_ordering(self, request: HttpRequest) -> list[str]:
-        return ["gone", *RunnerProcess._meta.ordering]
+    def get_ordering(self, request: HttpRequest) -> _ListOrTuple[_OrderByFieldName]:
+        return ["gone", *(RunnerProcess._meta.ordering or [])]
 
     @admin.display(description="host", ordering="hostname")
     def host(self, runner: RunnerProcess) -> SafeString:
