@@ -19,7 +19,6 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.admin.display import stamp
 from jobs.admin.runners import GONE_MEANS
 from jobs.models import Job, State
 from jobs.presentation import duration, relative
@@ -74,16 +73,14 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         }
         for row in stats.slowest_kinds
     ]
-    # Live runners, then gone ones apart (`RunnerProcess.STALE_AFTER`), each
-    # time with its stamp; a gone runner's running count is not counted.
+    # Live runners, then gone ones apart (`RunnerProcess.STALE_AFTER`); a
+    # gone runner's running count is not counted.
     runners = [
         {
             "runner": runner,
             "gone": runner.gone,
             "heartbeat": relative(runner.heartbeat_at, stats.now, glance=True),
-            "heartbeat_at": stamp(runner.heartbeat_at),
             "started": relative(runner.started_at, stats.now, glance=True),
-            "started_at": stamp(runner.started_at),
         }
         for runner in sorted(stats.runners, key=lambda runner: runner.gone)
     ]
