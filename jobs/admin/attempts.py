@@ -6,8 +6,8 @@ The history is a table, newest first, each entry's traceback folded in a
 the millisecond with its zone, and how long an attempt took is said in ms
 under a second. A reclaimed attempt did not run from its start to its
 reclaim: its runner was lost, and the table says when it was last heard
-from instead. An operator's action (`jobs.history_actions`) is an entry with who
-and when, and no attempt. Everything a row holds is escaped (`format_html`).
+from instead. An operator's action (`jobs.history_actions`) is an entry
+with who and when, and no attempt. Everything a row holds is escaped.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def holder(job: Job, holders: Holders) -> SafeString | str:
         return NOTHING
     stuck = holders.stuck(job)
     if not stuck:
-        return job.claimed_by
-    return format_html("{} {}", job.claimed_by, badge(stuck, "gone"))
+        return breakable(job.claimed_by)
+    return format_html("{} {}", breakable(job.claimed_by), badge(stuck, "gone"))
 
 
 def took(entry: Entry) -> str:

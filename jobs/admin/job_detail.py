@@ -127,8 +127,10 @@ class JobDetail:
     def get_form(
         self, request: HttpRequest, obj: Job | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        """The form, with each shown time keeping its field's help text."""
+        """The form, with each shown time, the kind and the key keeping their
+        fields' help texts."""
         help_texts = {shown(name): _help_text(name) for name in TIMES}
+        help_texts |= {"kind_shown": _help_text("kind"), "whole_key": _help_text("key")}
         return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
             request, obj, change, help_texts=help_texts, **kwargs
         )
