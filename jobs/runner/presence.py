@@ -25,6 +25,9 @@ from jobs.models import RunnerProcess, runner_name
 #: `jobs.runner.process`): the supervisor's pid, shown on the runners page.
 SUPERVISOR_PID_ENV = "JOBS_SUPERVISOR_PID"
 
+#: Seconds between a runner's reports of itself (`RunnerProcess.HEARTBEAT`):
+#: a wait longer than this beats first.
+BEAT = RunnerProcess.HEARTBEAT.total_seconds()
 #: Rows of runners silent this long are deleted by the live ones.
 FORGET_AFTER = RunnerProcess.FORGET_AFTER
 #: How often a live runner deletes the rows of runners gone past `FORGET_AFTER`.

@@ -1,6 +1,7 @@
 """A reclaimed attempt's entry says when its vanished runner last beat
 (`Entry.heard_at`), read from the runner's row at the reclaim: the attempt
-ran until some time after that, not until it was found."""
+ran until some time after that, not until it was found. And a runner that is
+still there beats, even while it waits out its grace."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs import JobSpec, enqueue
 from jobs.history import Outcome
 from jobs.models import Job, RunnerProcess, State
-from tests.integration.runner.support import Succeeds, install, the_job
+from tests.integration.runner.support import WAIT, Succeeds, install, the_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,3 +63,27 @@ def test_a_reclaim_whose_runner_row_is_forgotten_notes_no_heartbeat(registry, ma
 
     [entry] = the_job(Succeeds.kind).attempt_history
     assert (entry.outcome, entry.heard_at) == (Outcome.RECLAIMED, None), "not known, not made up"
+
+
+def test_a_runner_waiting_out_its_grace_still_beats_and_is_not_shown_gone(
+    registry, make_runner, blocked
+):
+    """A stopping runner still runs its attempts while it finishes; with gone
+    at two missed beats (10 s), a grace longer than that must not show it
+    gone, nor its jobs stuck on "runner gone"."""
+    assert enqueue(JobSpec.now(blocked.kind, "k"))
+    now = [timezone.now() + timedelta(seconds=1)]
+    runner = make_runner(registry=registry, clock=lambda: now[0])
+    runner.presence.register([blocked.kind], 4)
+    runner.run_pass()
+    assert blocked.started.wait(WAIT), "the attempt runs"
+    runner.stop()
+    now[0] += RunnerProcess.STALE_AFTER + timedelta(seconds=1)
+
+    assert not runner.finish(0.2), "the attempt still runs when the grace is over"
+
+    row = RunnerProcess.objects.get(pk=runner.presence.row.pk)
+    assert row.heartbeat_at == now[0], "it beat while it waited"
+    assert not row.is_gone(now[0])
+    blocked.release.set()
+    assert runner.finish(WAIT)
