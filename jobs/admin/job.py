@@ -38,7 +38,7 @@ from jobs.admin import confirm
 from jobs.admin.confirm import CHANGE_FORM_ACTION
 from jobs.admin.dashboard import dashboard_page
 from jobs.admin.dead_letters import dead_letters_page
-from jobs.admin.display import badge, stamp
+from jobs.admin.display import badge, breakable, stamp
 from jobs.admin.filters import (
     HasErrorFilter,
     KindFilter,
@@ -54,22 +54,27 @@ from jobs.models import Job, State
 from jobs.operations import Report
 from jobs.presentation import NOTHING, relative, telling_line
 
+#: The longest key the list shows whole, and the longest run of letters and
+#: digits in it (a digest is cut to its start): whole on hover and on its page.
+KEY_SHOWN, KEY_RUN = 60, 16
+
 #: Actions offered both on the list and on a job's own page.
 EVERYWHERE = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
 
 
 class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
     list_display = [
-        "state_badge",
-        "kind",
-        "key",
-        "attempts_of",
+        "state_attempts",
+        "kind_shown",
+        "key_shown",
+        "queue",
+        "priority",
         "next_run",
-        "claimed_by",
+        "claimed_by_shown",
         "error",
         "created",
     ]
-    list_display_links = ["key"]
+    list_display_links = ["key_shown"]
     list_filter = [
         "state",
         KindFilter,
@@ -152,9 +157,34 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     def state_badge(self, job: Job) -> SafeString:
         return badge(job.state, job.state)
 
-    @admin.display(description="attempts")
-    def attempts_of(self, job: Job) -> str:
-        return f"{job.attempts} / {job.max_attempts}"
+    # Kind, key and runner name wrap between their parts, never inside a
+    # word or a pid (`breakable`); a key past `KEY_SHOWN` characters, or with
+    # a word past `KEY_RUN`, is cut, whole on hover and on the job's page.
+    @admin.display(description="kind", ordering="kind")
+    def kind_shown(self, job: Job) -> SafeString:
+        return breakable(job.kind)
+
+    @admin.display(description="key", ordering="key")
+    def key_shown(self, job: Job) -> SafeString:
+        shown = breakable(Truncator(job.key).chars(KEY_SHOWN), longest=KEY_RUN)
+        if len(job.key) <= KEY_SHOWN and "…" not in shown:
+            return shown
+        return format_html('<span title="{}">{}</span>', job.key, shown)
+
+    @admin.display(description="claimed by", ordering="claimed_by")
+    def claimed_by_shown(self, job: Job) -> SafeString | str:
+        return breakable(job.claimed_by) if job.claimed_by else NOTHING
+
+    @admin.display(description="state, attempts", ordering="state")
+    def state_attempts(self, job: Job) -> SafeString:
+        """The state, and under it the attempts spent of the budget: one column
+        where two did not leave the list room at 1280 px."""
+        return format_html(
+            '{}<br><span class="jobs-quiet" title="attempts spent of its budget">{} / {}</span>',
+            badge(job.state, job.state),
+            job.attempts,
+            job.max_attempts,
+        )
 
     @admin.display(description="next run", ordering="run_at")
     def next_run(self, job: Job, holders: Holders | None = None) -> SafeString:
@@ -186,7 +216,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         return format_html(
             '<span class="jobs-error-line" title="{}">{}</span>',
             Truncator(line).chars(500),
-            Truncator(line).chars(80),
+            breakable(Truncator(line).chars(80)),
         )
 
     @admin.display(description="created", ordering="created_at")
@@ -218,7 +248,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         """Queued jobs become due now; runners in this process are woken."""
         if bulk_admin.across(request):
             return self._across(request, queryset, bulk.RUN_NOW)
-        report = operations.run_now(_ids(request, queryset))
+        report = operations.run_now(_ids(request, queryset), by=_by(request))
         self._report(request, "Run now", report, "made due now")
         return None
 
@@ -227,7 +257,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         """Failed or cancelled jobs are queued again, due now, with a fresh attempt budget."""
         if bulk_admin.across(request):
             return self._across(request, queryset, bulk.RETRY)
-        report = operations.retry(_ids(request, queryset))
+        report = operations.retry(_ids(request, queryset), by=_by(request))
         self._report(request, "Retry", report, "queued again with a fresh attempt budget")
         return None
 
@@ -240,7 +270,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
             return self._across(request, queryset, bulk.CANCEL)
         if not confirm.confirmed(request):
             return confirm.confirmation_page(self, request, queryset, confirm.CANCEL)
-        report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
+        report = operations.cancel(_ids(request, queryset), by=_by(request))
         self._report(request, "Cancel", report, "cancelled")
         return None
 
@@ -326,6 +356,12 @@ def _ids(request: HttpRequest, queryset: QuerySet[Job]) -> list[uuid.UUID]:
             known.add(selected)
             found.append(selected)
     return found
+
+
+def _by(request: HttpRequest) -> str:
+    """Who an action is by, as the record and the log name them: `admin:<user>`,
+    as the controls page stamps its changes (`manage.py jobs` says `cli:<user>`)."""
+    return f"admin:{request.user.get_username()}"
 
 
 def _jobs(n: int) -> str:

@@ -27,17 +27,22 @@ def add_parser(verbs: Verbs) -> None:
     retry = verb.add(verbs, "retry", HELP, handle)
     retry.add_argument("ids", type=arguments.job_id, nargs="*", metavar="ID", help=ID_HELP)
     by_filter.add_filter_arguments(retry, bulk.RETRY)
+    verb.by_argument(retry, "Who retried, kept in each job's attempt history")
 
 
 def handle(write: Write, options: Options) -> int:
     """`retry`'s options, to `retry_jobs`, or by filter to `jobs.cli.by_filter.act`."""
     if by_filter.wants_filter(options, options["ids"]):
-        return by_filter.act_on_filter(write, options, bulk.RETRY, by=verb.default_by())
-    return retry_jobs(write, options["ids"], using=options["database"])
+        return by_filter.act_on_filter(write, options, bulk.RETRY, by=verb.by(options))
+    return retry_jobs(write, options["ids"], by=verb.by(options), using=options["database"])
 
 
 def retry_jobs(
-    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+    write: Write,
+    ids: Iterable[uuid.UUID | IdPrefix],
+    *,
+    by: str = "",
+    using: str = DEFAULT_DB_ALIAS,
 ) -> int:
     """Queue failed or cancelled jobs again (see `jobs.operations.retry`)."""
-    return acted_on(write, ids, using, partial(operations.retry, using=using))
+    return acted_on(write, ids, using, partial(operations.retry, by=by, using=using))

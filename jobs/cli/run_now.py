@@ -40,6 +40,7 @@ def add_parser(verbs: Verbs) -> None:
         "fire time it stood for.",
     )
     by_filter.add_filter_arguments(run_now, bulk.RUN_NOW)
+    verb.by_argument(run_now, "Who made it due, kept in each job's attempt history")
 
 
 def handle(write: Write, options: Options) -> int:
@@ -49,15 +50,19 @@ def handle(write: Write, options: Options) -> int:
             raise CommandError("give --schedule or a filter, not both", returncode=2)
         return run_now_schedule(write, options["schedule"], using=options["database"])
     if by_filter.wants_filter(options, options["ids"], besides=" or --schedule NAME"):
-        return by_filter.act_on_filter(write, options, bulk.RUN_NOW, by=verb.default_by())
-    return run_now_jobs(write, options["ids"], using=options["database"])
+        return by_filter.act_on_filter(write, options, bulk.RUN_NOW, by=verb.by(options))
+    return run_now_jobs(write, options["ids"], by=verb.by(options), using=options["database"])
 
 
 def run_now_jobs(
-    write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, using: str = DEFAULT_DB_ALIAS
+    write: Write,
+    ids: Iterable[uuid.UUID | IdPrefix],
+    *,
+    by: str = "",
+    using: str = DEFAULT_DB_ALIAS,
 ) -> int:
     """Make queued jobs due now (see `jobs.operations.run_now`)."""
-    return acted_on(write, ids, using, partial(operations.run_now, using=using))
+    return acted_on(write, ids, using, partial(operations.run_now, by=by, using=using))
 
 
 def run_now_schedule(write: Write, name: str, *, using: str = DEFAULT_DB_ALIAS) -> int:
