@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
-from jobs import log, retirement
+from jobs import history_actions, log, retirement
 from jobs.bulk_filter import Filter, Selection, parse_since
 from jobs.models import Job, State
 from jobs.registry import Registry
@@ -217,9 +217,9 @@ def act(
         now, touched = timezone.now(), outcome.touched
         with transaction.atomic(using=store.using):
             if action is RETRY:
-                left = _retry(store, ids, now, max_attempts, outcome)
+                left = _retry(store, ids, now, by, max_attempts, outcome)
             elif action is RUN_NOW:
-                left = _run_now(store, ids, now, outcome)
+                left = _run_now(store, ids, now, by, outcome)
             else:
                 left = _cancel(store, ids, now, by, registry or default_registry, outcome)
         _word_skips(store, action, left, outcome)
@@ -243,9 +243,18 @@ def act(
 
 
 def _retry(
-    store: Store, ids: list[uuid.UUID], now: datetime, budget: int | None, outcome: Outcome
+    store: Store,
+    ids: list[uuid.UUID],
+    now: datetime,
+    by: str,
+    budget: int | None,
+    outcome: Outcome,
 ) -> list[uuid.UUID]:
     done = batches.requeue(store, ids, now, budget)
+    requeued = [job_id for job_id, *_ in done.requeued]
+    batches.note_action(
+        store, requeued, history_actions.operator_action(history_actions.Action.RETRIED, by, now)
+    )
     for job_id, kind, key in done.requeued:
         log.event("job_requeued", outcome="requeued", job_id=job_id, kind=kind, key=key)
     outcome.touched += len(done.requeued)
@@ -256,9 +265,14 @@ def _retry(
 
 
 def _run_now(
-    store: Store, ids: list[uuid.UUID], now: datetime, outcome: Outcome
+    store: Store, ids: list[uuid.UUID], now: datetime, by: str, outcome: Outcome
 ) -> list[uuid.UUID]:
     written = batches.run_now(store, ids, now)
+    batches.note_action(
+        store,
+        list(written),
+        history_actions.operator_action(history_actions.Action.RUN_NOW, by, now),
+    )
     outcome.touched += len(written)
     return [job_id for job_id in ids if job_id not in written]
 

@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from freezegun import freeze_time
 
-from jobs import bulk, dead_letters, retirement
+from jobs import bulk, dead_letters, history, retirement
 from jobs.bulk import CANCEL, RETRY, RUN_NOW, Filter, Selection
 from jobs.models import Job, State
 from jobs.store import batches, for_database
@@ -213,6 +213,27 @@ def test_a_row_taken_by_someone_else_mid_walk_is_skipped_with_its_state_as_the_r
     outcome = bulk.act(chosen, bulk.count(chosen, RETRY), by="ops")
     assert outcome.touched == 1
     assert outcome.skipped == Counter({"queued, not failed or cancelled": 1})
+
+
+@pytest.mark.parametrize(
+    ("action", "entry", "said"),
+    [(RETRY, "retried", "retried by ops"), (RUN_NOW, "run_now", "run now by ops")],
+)
+def test_a_bulk_retry_or_run_now_leaves_each_job_an_entry_saying_who_and_when(
+    small, action, entry, said
+):
+    if action is RETRY:
+        jobs = [failed(f"f{n}") for n in range(4)]
+    else:
+        jobs = [make_job(f"q{n}", run_at=timezone.now() + timedelta(hours=1)) for n in range(4)]
+    chosen = selection(kinds=(KIND,))
+    before = timezone.now()
+    assert bulk.act(chosen, bulk.count(chosen, action), by="ops").touched == 4
+    for job in jobs:
+        (last,) = history.entries(Job.objects.get(id=job.id).errors)[-1:]
+        assert last.outcome == entry, last
+        assert last.ended_at is not None and before <= last.ended_at <= timezone.now()
+        assert last.error.startswith(said), last.error
 
 
 def test_a_bulk_run_now_makes_the_matching_queued_jobs_due_now(small):
