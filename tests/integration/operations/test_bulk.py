@@ -232,7 +232,8 @@ def test_a_bulk_retry_or_run_now_leaves_each_job_an_entry_saying_who_and_when(
     for job in jobs:
         (last,) = history.entries(Job.objects.get(id=job.id).errors)[-1:]
         assert last.outcome == entry, last
-        assert last.ended_at is not None and before <= last.ended_at <= timezone.now()
+        assert last.ended_at is not None
+        assert before <= last.ended_at <= timezone.now()
         assert last.error.startswith(said), last.error
 
 
