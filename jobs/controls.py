@@ -20,12 +20,10 @@ from django.utils import timezone
 
 from jobs import log
 from jobs.models import Control
-from jobs.spec import concurrency_limit_problem, queue_name_problem
+from jobs.spec import KIND_MAX_LENGTH as KIND_MAX_LENGTH  # importable here as before
+from jobs.spec import concurrency_limit_problem, kind_problem, queue_name_problem
 
 T = TypeVar("T")
-
-#: A kind's longest name (the `Job.kind` column).
-KIND_MAX_LENGTH = 100
 
 
 @dataclass(frozen=True)
@@ -87,8 +85,8 @@ def problem(row: Control) -> str | None:
             return "a queue has no concurrency_limit (a kind does)"
         return None
     if row.scope == Control.Scope.KIND:
-        if not isinstance(row.name, str) or not 0 < len(row.name) <= KIND_MAX_LENGTH:
-            return f"kind must be 1 to {KIND_MAX_LENGTH} characters, got {row.name!r}"
+        if found := kind_problem(row.name):
+            return found
         return concurrency_limit_problem(row.concurrency_limit)
     return f"scope must be 'queue' or 'kind', got {row.scope!r}"
 
@@ -128,12 +126,28 @@ class LiveControls:
         return Controls(frozenset(queues), frozenset(kinds), limits)
 
 
-def pause(scope: str, name: str, by: str, paused: bool = True, using: str | None = None) -> Control:
+@dataclass(frozen=True)
+class Change:
+    """What a call to `pause` or `set_limit` did."""
+
+    #: The control row as it stands after the call; None when there is none
+    #: (a resume or a cleared limit of something no row controls).
+    row: Control | None
+    #: Whether anything was written (and logged). False when the row already
+    #: said so: its `changed_by` and `changed_at` still name the last real change.
+    changed: bool
+
+
+#: What each column of a control is when nothing is controlled, as a new row starts.
+_UNCONTROLLED: Mapping[str, Any] = {"paused": False, "concurrency_limit": None}
+
+
+def pause(scope: str, name: str, by: str, paused: bool = True, using: str | None = None) -> Change:
     """Pause (or with `paused=False`, resume) a queue or a kind, as `by`."""
     return _change(scope, name, by, {"paused": paused}, using=using)
 
 
-def set_limit(kind: str, by: str, limit: int | None, using: str | None = None) -> Control:
+def set_limit(kind: str, by: str, limit: int | None, using: str | None = None) -> Change:
     """Set a kind's concurrency limit in the database (0 holds it), or with
     None give it back to its handler, as `by`."""
     return _change(Control.Scope.KIND, kind, by, {"concurrency_limit": limit}, using=using)
@@ -146,23 +160,33 @@ def _change(
     values: Mapping[str, Any],
     *,
     using: str | None = None,
-) -> Control:
+) -> Change:
     """Write `values` on the control row of (`scope`, `name`), creating it, as
     `by`; logged naming who. Raises ValueError for what no control can mean,
-    writing nothing."""
+    writing nothing.
+
+    A change that changes nothing writes nothing: no row is created to say a
+    queue never paused is not paused (it would only stand in the way of the
+    admin's "Add control"), and a row that already says so keeps naming who
+    made it so and when."""
     at = timezone.now()
     with transaction.atomic(using=using):
-        row = Control.objects.using(using).select_for_update().filter(
-            scope=scope, name=name
-        ).first() or Control(scope=scope, name=name)
+        found = Control.objects.using(using).select_for_update().filter(scope=scope, name=name)
+        existing = found.first()
+        row = existing or Control(scope=scope, name=name)
+        before = {column: getattr(row, column) for column in values}
         for column, value in values.items():
             setattr(row, column, value)
+        if error := problem(row):
+            raise ValueError(error)
+        if existing is None and all(_UNCONTROLLED[c] == v for c, v in values.items()):
+            return Change(None, changed=False)
+        if existing is not None and before == dict(values):
+            return Change(existing, changed=False)
         row.changed_by, row.changed_at = by, at
-        if found := problem(row):
-            raise ValueError(found)
         row.save(using=using)
     logged("jobs_control_changed", scope, name, by, **values)
-    return row
+    return Change(row, changed=True)
 
 
 def logged(event: str, scope: str, name: str, by: str, **values: Any) -> None:

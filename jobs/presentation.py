@@ -85,6 +85,14 @@ def duration(seconds: float, *, glance: bool = False) -> str:
     return f"{count}{name} {part}{smaller_name}" if part else f"{count}{name}"
 
 
+def took(seconds: float) -> str:
+    """How long an attempt ran: in milliseconds under a second ("340 ms", where
+    `duration` would say "0s" for every quick attempt), else as `duration` says."""
+    if abs(seconds) < 1:
+        return f"{round(abs(seconds) * 1000)} ms"
+    return duration(seconds)
+
+
 def relative(moment: datetime, now: datetime, *, glance: bool = False) -> str:
     """`moment` seen from `now`: "in 4m 10s", "3h ago".
 

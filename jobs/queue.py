@@ -73,6 +73,21 @@ def _default_attempts() -> int:
     return config.initial().max_attempts
 
 
+def routing(spec: JobSpec) -> tuple[str, int]:
+    """The queue and priority `spec` is queued with: its own where it gives them,
+    else its kind's handler's (checked when it registered), else the defaults
+    for a kind with no handler here. What `enqueue` writes, for a caller that
+    reports what it queued without reading the row back."""
+    queue, priority = spec.queue, spec.priority
+    if queue is None or priority is None:
+        handler = registry.get(spec.kind)
+        if queue is None:
+            queue = DEFAULT_QUEUE if handler is None else handler.queue
+        if priority is None:
+            priority = DEFAULT_PRIORITY if handler is None else handler.priority
+    return queue, priority
+
+
 def _row(
     spec: JobSpec,
     payload_json: str,
@@ -80,15 +95,7 @@ def _row(
     now: datetime,
     default_max_attempts: int,
 ) -> NewJob:
-    queue, priority = spec.queue, spec.priority
-    if queue is None or priority is None:
-        # What the spec leaves open, its kind's handler decides (checked when
-        # it registered); a kind with no handler here takes the defaults.
-        handler = registry.get(spec.kind)
-        if queue is None:
-            queue = DEFAULT_QUEUE if handler is None else handler.queue
-        if priority is None:
-            priority = DEFAULT_PRIORITY if handler is None else handler.priority
+    queue, priority = routing(spec)
     return NewJob(
         id=job_id,
         kind=spec.kind,

@@ -72,6 +72,29 @@ def queue_name_problem(name: object) -> str | None:
     )
 
 
+def kind_problem(kind: object) -> str | None:
+    """Why `kind` cannot be a job's kind, or None when it can. Shared by the
+    spec, the operator's controls and the `jobs` command's arguments, so a
+    kind no job could have is refused with the same sentence everywhere."""
+    return _identity_problem("kind", kind, KIND_MAX_LENGTH)
+
+
+def _identity_problem(name: str, value: object, limit: int) -> str | None:
+    """Why `value` cannot be the `name` field ("kind" or "key") of a job, or None
+    when it can: text of 1 to `limit` characters that every database stores."""
+    if not isinstance(value, str) or not value:
+        return f"{name} must be a non-empty string, got {value!r}"
+    if len(value) > limit:
+        return f"{name} is {len(value)} characters; the limit is {limit}"
+    if "\x00" in value:
+        return f"{name} contains a NUL character, which PostgreSQL cannot store"
+    try:
+        value.encode()
+    except UnicodeEncodeError as error:
+        return f"{name} contains a lone surrogate, which is not text a database can store: {error}"
+    return None
+
+
 def priority_problem(priority: object) -> str | None:
     """Why `priority` cannot be a job's priority, or None when it can."""
     if (
@@ -204,21 +227,8 @@ class JobSpec:
             ("kind", self.kind, KIND_MAX_LENGTH),
             ("key", self.key, KEY_MAX_LENGTH),
         ):
-            if not isinstance(value, str) or not value:
-                raise InvalidJobSpec(f"{name} must be a non-empty string, got {value!r}")
-            if len(value) > limit:
-                raise InvalidJobSpec(f"{name} is {len(value)} characters; the limit is {limit}")
-            if "\x00" in value:
-                raise InvalidJobSpec(
-                    f"{name} contains a NUL character, which PostgreSQL cannot store"
-                )
-            try:
-                value.encode()
-            except UnicodeEncodeError as error:
-                raise InvalidJobSpec(
-                    f"{name} contains a lone surrogate, which is not text a database can "
-                    f"store: {error}"
-                ) from error
+            if problem := _identity_problem(name, value, limit):
+                raise InvalidJobSpec(problem)
         use_tz = settings.USE_TZ
         for name, moment in (("run_at", self.run_at), ("deadline", self.deadline)):
             if moment is None and name == "deadline":

@@ -288,7 +288,7 @@ def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
             started_at=r.started_at,
             heartbeat_at=r.heartbeat_at,
             max_concurrent=r.max_concurrent,
-            running=r.running,
+            running=r.running_now(now),
             kinds=list(r.kinds),
             queues=list(r.queues) if r.queues else None,
             gone=r.is_gone(now),

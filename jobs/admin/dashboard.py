@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.admin.charts import queue_charts
+from jobs.admin.runners import GONE_MEANS
 from jobs.models import Job, State
 from jobs.presentation import duration, relative
 from jobs.stats import Stats, collect
@@ -73,13 +74,16 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         }
         for row in stats.slowest_kinds
     ]
+    # Live runners, then gone ones apart (`RunnerProcess.STALE_AFTER`); a
+    # gone runner's running count is not counted.
     runners = [
         {
             "runner": runner,
+            "gone": runner.gone,
             "heartbeat": relative(runner.heartbeat_at, stats.now, glance=True),
             "started": relative(runner.started_at, stats.now, glance=True),
         }
-        for runner in stats.runners
+        for runner in sorted(stats.runners, key=lambda runner: runner.gone)
     ]
     return {
         "states": states,
@@ -94,7 +98,9 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         },
         "stuck_url": f"{changelist}?{urlencode({'stuck': 'yes'})}",
         "slowest": slowest,
-        "runners": runners,
+        "runners": [row for row in runners if not row["gone"]],
+        "gone_runners": [row for row in runners if row["gone"]],
+        "gone_means": GONE_MEANS,
         # Processes, not lanes: a `runjobs --lanes 2` is one runner.
         "live_runners": len({runner.process for runner in stats.runners if not runner.gone}),
         "queue_charts": queue_charts(stats.per_minute),

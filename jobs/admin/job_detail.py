@@ -20,10 +20,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobs.admin import attempts
-from jobs.admin.display import pretty_json, stamp_or_nothing
+from jobs.admin.display import badge, breakable, pretty_json, stamp_or_nothing, time_field
 from jobs.holding import Holders
-from jobs.models import Job
-from jobs.presentation import NOTHING
+from jobs.models import Job, State
+from jobs.presentation import NOTHING, relative
 from jobs.waiting import Holds, describe
 
 if TYPE_CHECKING:
@@ -49,16 +49,11 @@ def shown(name: str) -> str:
 
 
 def _time(name: str) -> Callable[[Any, Job], SafeString]:
-    label = str(getattr(Job._meta.get_field(name), "verbose_name", name))
+    return time_field(Job, name)
 
-    @admin.display(description=label, ordering=name)
-    def show(self: Any, job: Job) -> SafeString:
-        return format_html(
-            '<span class="jobs-stamp">{}</span>', stamp_or_nothing(getattr(job, name))
-        )
 
-    show.__name__ = shown(name)
-    return show
+def _label(name: str) -> str:
+    return str(getattr(Job._meta.get_field(name), "verbose_name", name))
 
 
 def _help_text(name: str) -> str:
@@ -74,8 +69,8 @@ class JobDetail:
             {
                 "fields": [
                     "id",
-                    "kind",
-                    "key",
+                    "kind_shown",
+                    "whole_key",
                     "queue",
                     "priority",
                     "state_badge",
@@ -117,17 +112,35 @@ class JobDetail:
     run_at_shown = _time("run_at")
     deadline_shown = _time("deadline")
     started_at_shown = _time("started_at")
-    lease_expires_at_shown = _time("lease_expires_at")
     abandon_owed_at_shown = _time("abandon_owed_at")
+
+    @admin.display(description=_label("lease_expires_at"), ordering="lease_expires_at")
+    def lease_expires_at_shown(self, job: Job) -> SafeString:
+        """The lease's end, and for a running job whose lease has run out, that
+        it has, and how long ago: the row waits for another runner to take it."""
+        lease = job.lease_expires_at
+        shown_at = format_html('<span class="jobs-stamp">{}</span>', stamp_or_nothing(lease))
+        now = timezone.now()
+        if lease is None or job.state != State.RUNNING or lease > now:
+            return shown_at
+        ago = relative(lease, now, glance=True)
+        return format_html("{} {}", shown_at, badge(f"expired {ago}", "gone"))
 
     def get_form(
         self, request: HttpRequest, obj: Job | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        """The form, with each shown time keeping its field's help text."""
+        """The form, with each shown time, the kind and the key keeping their
+        fields' help texts."""
         help_texts = {shown(name): _help_text(name) for name in TIMES}
+        help_texts |= {"kind_shown": _help_text("kind"), "whole_key": _help_text("key")}
         return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
             request, obj, change, help_texts=help_texts, **kwargs
         )
+
+    @admin.display(description="key")
+    def whole_key(self, job: Job) -> SafeString:
+        """The key in full (the list cuts a long one), wrapping between its parts."""
+        return breakable(job.key)
 
     @admin.display(description="payload")
     def payload_json(self, job: Job) -> SafeString:

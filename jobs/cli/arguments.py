@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -56,15 +57,49 @@ def job_id(text: str) -> uuid.UUID | IdPrefix:
 
 def payload(text: str) -> dict[str, Any]:
     """A JSON object: a payload names its subject by fields."""
+    return _json_object(text, "--payload")
+
+
+def _json_object(text: str | bytes, source: str) -> dict[str, Any]:
+    """`text` decoded as a JSON object, or refused naming `source` (where it was read from)."""
     try:
         value = json.loads(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--payload is not valid JSON ({error})") from None
+    except ValueError as error:  # UnicodeDecodeError among them: bytes not UTF-8
+        raise argparse.ArgumentTypeError(f"{source} is not valid JSON ({error})") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(
-            f"--payload must be a JSON object such as '{{\"order\": 42}}', not {_json_type(value)}"
+            f"{source} must be a JSON object such as '{{\"order\": 42}}', not {_json_type(value)}"
         )
     return value
+
+
+#: The most `--payload-file` reads, in bytes: 16 times the payload limit
+#: (`jobs.spec.PAYLOAD_MAX_BYTES`, of compact JSON), room for any indentation
+#: of a payload that fits, while a file given by mistake (a dump, a log, a
+#: device) is refused before it is read whole.
+PAYLOAD_FILE_MAX_BYTES = 16 * 1024 * 1024
+
+
+def payload_file(path: str) -> dict[str, Any]:
+    """A JSON object read from the file at `path`, or from standard input for "-":
+    a payload larger than one shell argument can hold (128 KiB on Linux)."""
+    source = "standard input" if path == "-" else repr(path)
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(PAYLOAD_FILE_MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(PAYLOAD_FILE_MAX_BYTES + 1)
+    except OSError as error:
+        raise argparse.ArgumentTypeError(
+            f"cannot read {source}: {error.strerror or error}"
+        ) from None
+    if len(data) > PAYLOAD_FILE_MAX_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{source} is over {PAYLOAD_FILE_MAX_BYTES:,} bytes, far past the "
+            "1 MiB a payload may hold"
+        )
+    return _json_object(data, source)
 
 
 def _json_type(value: object) -> str:
@@ -139,14 +174,19 @@ def queue_name(text: str) -> str:
 
 
 def kind(text: str) -> str:
-    """A kind: 1 to 100 characters, as the column holds them."""
-    from jobs.controls import KIND_MAX_LENGTH
+    """A kind, as a job's kind column takes it (`jobs.spec.kind_problem`)."""
+    from jobs.spec import kind_problem
 
-    if not 0 < len(text) <= KIND_MAX_LENGTH:
-        raise argparse.ArgumentTypeError(
-            f"must be 1 to {KIND_MAX_LENGTH} characters, not {_shown(text)!r}"
-        )
+    if problem := kind_problem(text):
+        raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def priority(text: str) -> int:
+    """A job's priority: a whole number within the spec's range, higher first."""
+    from jobs.spec import PRIORITY_MAX, PRIORITY_MIN
+
+    return whole_number((PRIORITY_MIN, PRIORITY_MAX), " (higher runs first)")(text)
 
 
 def concurrency_limit(text: str) -> int:

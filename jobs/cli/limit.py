@@ -1,10 +1,21 @@
 """`manage.py jobs limit`: a kind's concurrency limit across every runner, written
-through `jobs.controls` (which logs it, naming who)."""
+through `jobs.controls` (which logs it, naming who).
+
+Limits are per kind, so `--queue` is refused in words rather than left for
+argparse to misread; a kind nothing else knows is warned about
+(`jobs.cli.names`; refused with `--strict`), and a limit already in force is
+said so and written nowhere.
+"""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
 from jobs import controls
-from jobs.cli import arguments, verb
+from jobs.cli import arguments, names, verb
+from jobs.cli.pause import last_changed
 from jobs.cli.text import Write
 from jobs.cli.verb import OK, Options, Verbs
 
@@ -13,6 +24,25 @@ HELP = (
     "Set a kind's concurrency limit across every runner, in place of its handler's "
     "(0 holds its jobs), from each runner's next claim; --clear gives it back."
 )
+
+#: What `limit --queue` is told.
+PER_KIND = (
+    "limits are per kind, not per queue: give --kind K for each kind to limit "
+    "(or pause the queue: jobs pause --queue Q)"
+)
+
+
+class PerKindOnly(argparse.Action):
+    """`--queue`, refused with the reason as soon as it is read."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        raise argparse.ArgumentError(self, PER_KIND)
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -30,19 +60,45 @@ def add_parser(verbs: Verbs) -> None:
     value.add_argument(
         "--clear", action="store_true", help="Use the handler's concurrency_limit again."
     )
+    parser.add_argument(
+        "--queue",
+        action=PerKindOnly,
+        nargs="?",
+        metavar="QUEUE",
+        help="Refused: limits are per kind (pause a queue instead).",
+    )
+    names.strict_argument(parser, ("kind",))
     verb.by_argument(parser)
 
 
 def handle(write: Write, options: Options) -> int:
     """`limit`'s options, to `limit`."""
     value = None if options["clear"] else options["limit"]
-    return limit(write, options["kind"], value, by=verb.by(options), using=options["database"])
+    return limit(
+        write,
+        options["kind"],
+        value,
+        by=verb.by(options),
+        using=options["database"],
+        strict=options["strict"],
+    )
 
 
-def limit(write: Write, kind: str, value: int | None, *, by: str, using: str) -> int:
+def limit(
+    write: Write, kind: str, value: int | None, *, by: str, using: str, strict: bool = False
+) -> int:
     """Set a kind's concurrency limit in the database, or give it back to its handler."""
-    controls.set_limit(kind, by, value, using=using)
-    if value is None:
+    names.check(write, [("kind", kind)], strict=strict, using=using)
+    change = controls.set_limit(kind, by, value, using=using)
+    if not change.changed:
+        was = (
+            "had no limit set in the database"
+            if value is None
+            else f"was already limited to {value}"
+        )
+        cited = f" ({last_changed(change.row)})" if change.row else ""
+        write(f"kind {kind} {was}{cited}; nothing changed")
+    elif value is None:
         write(f"kind {kind} takes its handler's concurrency_limit again (by {by})")
     elif value == 0:
         write(f"kind {kind} held: limit 0, no new attempt starts (by {by})")

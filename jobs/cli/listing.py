@@ -1,4 +1,9 @@
-"""`manage.py jobs list`: one line per job, newest first, filtered as the admin's list is."""
+"""`manage.py jobs list`: one line per job, newest first, filtered as the admin's list is.
+
+A kind or queue no job could have is refused as an argument; one that nothing
+names (`jobs.cli.names`) is warned about, so that "No jobs match" is not read
+as an empty queue when the name was mistyped (refused with `--strict`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from datetime import datetime
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobs.cli import arguments, verb
+from jobs.cli import arguments, names, verb
 from jobs.cli.text import Write, error_line, table
 from jobs.cli.verb import OK, Options, Verbs
 from jobs.holding import RUNNER_GONE, Holders
@@ -36,10 +41,18 @@ def add_parser(verbs: Verbs) -> None:
         help="Only jobs in this state (repeatable).",
     )
     listing.add_argument(
-        "--kind", action="append", default=[], help="Only jobs of this kind (repeatable)."
+        "--kind",
+        action="append",
+        type=arguments.kind,
+        default=[],
+        help="Only jobs of this kind (repeatable).",
     )
     listing.add_argument(
-        "--queue", action="append", default=[], help="Only jobs of this queue (repeatable)."
+        "--queue",
+        action="append",
+        type=arguments.queue_name,
+        default=[],
+        help="Only jobs of this queue (repeatable).",
     )
     listing.add_argument(
         "--has-error", action="store_true", help="Only jobs whose last_error is not empty."
@@ -56,6 +69,7 @@ def add_parser(verbs: Verbs) -> None:
         default=DEFAULT_LIMIT,
         help=f"Show at most this many, {low} to {high:,} (default {DEFAULT_LIMIT}).",
     )
+    names.strict_argument(listing, refused="listing")
 
 
 def handle(write: Write, options: Options) -> int:
@@ -69,6 +83,7 @@ def handle(write: Write, options: Options) -> int:
         lease_expired=options["lease_expired"],
         limit=options["limit"],
         using=options["database"],
+        strict=options["strict"],
     )
 
 
@@ -83,21 +98,34 @@ def list_jobs(
     limit: int = DEFAULT_LIMIT,
     using: str = DEFAULT_DB_ALIAS,
     now: datetime | None = None,
+    strict: bool = False,
 ) -> int:
     """One line per job, newest first, filtered as the admin's list filters do."""
     now = now or timezone.now()
+    kinds, queues = list(kinds), list(queues)
     jobs = Job.objects.using(using).all()
     if states := list(states):
         jobs = jobs.filter(state__in=states)
-    if kinds := list(kinds):
+    if kinds:
         jobs = jobs.filter(kind__in=kinds)
-    if queues := list(queues):
+    if queues:
         jobs = jobs.filter(queue__in=queues)
     if has_error:
         jobs = jobs.exclude(last_error="")
     if lease_expired:
         jobs = jobs.filter(state=State.RUNNING, lease_expires_at__lt=now)
     found = list(jobs.order_by("-created_at", "-id")[: limit + 1])
+    listed = {("kind", job.kind) for job in found} | {("queue", job.queue) for job in found}
+    named = [("kind", kind) for kind in kinds] + [("queue", queue) for queue in queues]
+    if unlisted := [pair for pair in named if pair not in listed]:
+
+        def seen(scope: str, name: str) -> bool:
+            """A name some job has, settled ones too: what `list` can show."""
+            return Job.objects.using(using).filter(**{scope: name}).exists()
+
+        names.check(
+            write, unlisted, strict=strict, using=using, done="Nothing was listed.", seen=seen
+        )
     if not found:
         write("No jobs match.")
         return OK

@@ -28,11 +28,12 @@ from jobs.cli import arguments, verb
 from jobs.cli.ids import one_job
 from jobs.cli.text import Write, terminal_safe
 from jobs.cli.verb import ID_HELP, OK, Options, Verbs
-from jobs.history import Entry
+from jobs.history import Entry, Outcome
+from jobs.history_actions import is_action
 from jobs.holding import Holders
 from jobs.job_ids import IdPrefix
 from jobs.models import Job
-from jobs.presentation import attempts_not_done, duration, indented_json, relative
+from jobs.presentation import attempts_not_done, indented_json, relative, took
 from jobs.registry import registry
 from jobs.waiting import Hold, Holds, describe
 
@@ -140,9 +141,17 @@ def history_lines(job: Job) -> list[str]:
 
 
 def entry_lines(entry: Entry) -> list[str]:
-    """One entry: its number, attempt and outcome, then its fields, indented."""
+    """One entry: its number, attempt and outcome, then its fields, indented;
+    an operator's action (`jobs.history_actions`) says when and who."""
     attempt = "no attempt" if entry.attempt is None else f"attempt {entry.attempt}"
     outcome = terminal_safe(entry.outcome.replace("_", " ")) or NONE
+    if is_action(entry):
+        when = NONE if entry.ended_at is None else stamp(entry.ended_at)
+        return [
+            f"  #{entry.number}  {outcome}",
+            f"    at:        {when}",
+            f"    what:      {terminal_safe(entry.error) or NONE}",
+        ]
     lines = [
         f"  #{entry.number}  {attempt}  {outcome}",
         f"    started:   {_when(entry)}",
@@ -161,13 +170,17 @@ def stamp(moment: datetime) -> str:
 
 
 def _when(entry: Entry) -> str:
-    """When an attempt started and how long it took."""
+    """When an attempt started and how long it took (a reclaimed one: when its
+    runner was last heard from, since its end is only when it was found)."""
     if entry.started_at is None:
         return NONE if entry.ended_at is None else f"{NONE} (ended {stamp(entry.ended_at)})"
     if entry.ended_at is None:
         return stamp(entry.started_at)
-    took = duration((entry.ended_at - entry.started_at).total_seconds())
-    return f"{stamp(entry.started_at)}, took {took}"
+    if entry.outcome == Outcome.RECLAIMED:
+        heard = f"at {stamp(entry.heard_at)}" if entry.heard_at else "not known"
+        return f"{stamp(entry.started_at)}, runner lost; last heartbeat {heard}"
+    ran = took((entry.ended_at - entry.started_at).total_seconds())
+    return f"{stamp(entry.started_at)}, took {ran}"
 
 
 def _block(text: str, indent: str) -> list[str]:

@@ -30,11 +30,12 @@ exit status:
   0  everything asked for was done
   1  some of it was not: a job skipped (the reason is printed), an enqueue
      refused because a live job holds KIND:KEY, or an error such as an
-     invalid job or no such id
+     invalid job, no such id, or a kind or queue nothing names refused
+     by --strict
   2  the arguments were refused (unknown subcommand, an id that is not a
      UUID or 8 or more of its first hex digits, an id prefix that several
-     jobs' ids begin, a payload that is not a JSON object, a number out of
-     its range, ...)
+     jobs' ids begin, a payload that is not a JSON object, a kind or queue
+     name no job could have, a number out of its range, ...)
 """
 
 ID_HELP = (

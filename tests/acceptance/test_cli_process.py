@@ -3,6 +3,8 @@ the operator gets a sentence or a traceback, and which exit status a script sees
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import subprocess
 import sys
@@ -18,8 +20,8 @@ from tests.conftest import ROOT, database_url
 pytestmark = pytest.mark.django_db
 
 
-def manage_jobs(*args: str) -> subprocess.CompletedProcess[str]:
-    """`manage.py jobs ARGS` as a real process on the test database."""
+def manage_jobs(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`manage.py jobs ARGS` as a real process on the test database, `stdin` its input."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -29,6 +31,7 @@ def manage_jobs(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, str(ROOT / "manage.py"), "jobs", *args],
         cwd=ROOT,
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
@@ -66,6 +69,41 @@ def test_a_real_process_given_bad_input_prints_a_sentence_not_a_traceback_and_ex
     assert result.returncode == status, (
         "bad arguments exit 2 and a refused job or unknown id exits 1, as the help says"
     )
+
+
+#: Past the longest single argument Linux passes to a process (MAX_ARG_STRLEN,
+#: 32 pages: 128 KiB), so only standard input can carry it.
+OVER_ONE_ARGUMENT = 300 * 1024
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_process_reads_a_payload_no_argument_could_carry_from_standard_input():
+    payload = {"order": 42, "note": "x" * OVER_ONE_ARGUMENT}
+    with pytest.raises(OSError, match="Argument list too long") as refused:
+        manage_jobs("enqueue", "test.record", "k0", "--payload", json.dumps(payload))
+    assert refused.value.errno == errno.E2BIG, "no argument can carry it: exec refuses"
+
+    result = manage_jobs(
+        "enqueue", "test.record", "k1", "--payload-file", "-", stdin=json.dumps(payload)
+    )
+
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    job = Job.objects.get(kind="test.record", key="k1")
+    assert job.payload == payload, "the payload is read whole from standard input"
+    assert result.stdout == (
+        f"queued test.record:k1 (id {job.id}, queue default, priority 0, "
+        f"run_at {job.run_at.isoformat()})\n"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_process_given_a_payload_on_standard_input_that_is_not_an_object_writes_nothing():
+    result = manage_jobs("enqueue", "test.record", "k1", "--payload-file", "-", stdin="[1, 2]")
+
+    assert result.returncode == 2, "a refused argument exits 2"
+    assert "argument --payload-file: standard input must be a JSON object" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not Job.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)

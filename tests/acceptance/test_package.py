@@ -245,6 +245,20 @@ def test_the_wheel_holds_the_jobs_app_with_its_templates_static_files_and_migrat
     ], "Django, cronsim and prometheus-client are the runtime dependencies; the rest are extras"
 
 
+def test_the_index_description_is_written_for_a_pip_user_not_for_this_repository(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    description = metadata.decode().split("\n\n", 1)[1]
+
+    assert description.strip() == (ROOT / "PACKAGE.md").read_text().strip(), (
+        "the index shows PACKAGE.md"
+    )
+    assert ".ci/" not in description, "no repository script a pip user does not have"
+    assert 'pip install "django-durable-jobs[postgresql]"' in description
+    assert "python manage.py runjobs" in description
+
+
 def test_a_fresh_project_runs_a_job_from_the_wheel_on_sqlite_with_django_alone(fresh):
     assert fresh.installed() - {"pip"} <= {"django-durable-jobs", *DJANGO}, (
         f"a SQLite project installs Django, cronsim and prometheus-client, nothing else: "

@@ -5,6 +5,7 @@ fields, the admin's sections and the README's table."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import runpy
 from pathlib import Path
 
@@ -101,3 +102,26 @@ def test_the_projects_settings_read_a_jobs_variable_for_every_declared_key(monke
         monkeypatch.setenv(f"JOBS_{key.name.upper()}", str(key.default + 1))
     project = runpy.run_path(str(ROOT / "acmeproxy" / "settings.py"))
     assert project["JOBS"] == {key.name: key.default + 1 for key in DECLARED}
+
+
+NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("document", ["README.md", "PACKAGE.md"])
+def test_wherever_a_document_counts_the_keys_it_counts_the_declared_ones(document):
+    text = " ".join((ROOT / document).read_text().split())
+    counted = re.findall(r"\b(\w+) (?:live )?(?:config )?keys\b", text)
+    said = [NUMBER_WORDS[word] for word in counted if word in NUMBER_WORDS]
+    said += [int(word) for word in counted if word.isdigit()]
+    assert all(count == len(DECLARED) for count in said), (
+        f"{document} counts {said} keys where {len(DECLARED)} are declared"
+    )
+
+
+def test_the_rendered_tables_bounds_column_holds_bounds_and_nothing_else():
+    for row in config.readme_table().splitlines()[2:]:
+        bounds = row.split(" | ")[2]
+        assert re.fullmatch(r"-?\d+ to -?\d+", bounds), f"a bounds cell holds bounds: {row}"

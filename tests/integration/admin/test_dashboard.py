@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs.models import MinuteCount, RunnerProcess, State
 from tests.factories import make_job
-from tests.integration.admin.support import changelist, make_runner, rows
+from tests.integration.admin.support import as_read, changelist, make_runner, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -119,11 +119,13 @@ def test_the_runner_list_shows_each_child_of_a_supervisor_under_its_pid_grouped_
     make_runner("a-host", ["a"], pid=11, supervisor_pid=800)
     make_runner("b-host", ["a"], pid=10, supervisor_pid=900)
     make_runner("c-host", ["a"], pid=5)
-    page = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    page = as_read(
+        admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    )
 
     listed = [
         re.findall(
-            r'class="field-hostname">(?:<a [^>]*>)?([^<]*)<.*?class="field-pid_shown">(\d+)'
+            r'class="field-host">(?:<a [^>]*>)?([^<]*)<.*?class="field-pid_shown">(\d+)'
             r'(?:<br><span class="jobs-quiet jobs-supervisor">supervisor (\d+)</span>)?',
             row,
         )[0]
@@ -209,8 +211,8 @@ def test_ready_jobs_no_live_runner_handles_are_their_own_tile(admin_client):
     assert "jobs-alarm" in tag, "jobs nobody can run are an alarm"
     url = re.search(r'href="([^"]+)"', tag)
     assert url is not None, "the tile links to the jobs"
-    listed = admin_client.get(html.unescape(url.group(1))).content.decode()
-    assert set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', listed)) == {
+    listed = as_read(admin_client.get(html.unescape(url.group(1))).content.decode())
+    assert set(re.findall(r'<th class="field-key_shown"><a href="[^"]+">([^<]*)</a>', listed)) == {
         "dead-1",
         "nobody-1",
         "nobody-later",
@@ -234,8 +236,8 @@ def test_running_is_shown_as_healthy_running_with_the_stuck_apart(admin_client):
     assert "jobs-alarm" in tag, "stuck jobs are shown in red"
     url = re.search(r'href="([^"]+)"', tag)
     assert url is not None, "the stuck figure links to the jobs"
-    listed = admin_client.get(html.unescape(url.group(1))).content.decode()
-    assert set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', listed)) == {
+    listed = as_read(admin_client.get(html.unescape(url.group(1))).content.decode())
+    assert set(re.findall(r'<th class="field-key_shown"><a href="[^"]+">([^<]*)</a>', listed)) == {
         "orphan",
         "expired",
     }, "the link is the job list's stuck filter"

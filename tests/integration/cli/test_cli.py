@@ -272,7 +272,10 @@ def test_enqueue_queues_a_job_with_its_payload_delay_and_attempt_budget():
 
     assert status == 0
     job = Job.objects.get(kind="test.record", key="k1")
-    assert output == f"queued test.record:k1 (id {job.id}, runs in 5m)\n"
+    assert output == (
+        f"queued test.record:k1 (id {job.id}, queue default, priority 0, "
+        "run_at 2026-03-01T12:05:00+00:00)\n"
+    )
     assert job.payload == {"order": 42}
     assert job.max_attempts == 2
     assert job.run_at == timezone.now() + timedelta(seconds=300), "--delay is in seconds"
@@ -288,11 +291,11 @@ def test_enqueue_of_an_identity_a_live_job_holds_says_already_queued_and_exits_1
     assert Job.objects.count() == 1, "nothing was written"
 
 
-def test_enqueue_notes_a_kind_no_handler_here_is_registered_for():
+def test_enqueue_warns_of_a_kind_no_handler_here_is_registered_for():
     status, output = jobs("enqueue", "no.such.kind", "k1")
 
     assert status == 0, "another deployment's runner may handle it, so it is queued"
-    assert "note: no handler for kind 'no.such.kind' is registered" in output
+    assert "warning: no handler for kind 'no.such.kind' is registered" in output
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,7 @@ def test_a_change_is_logged_naming_who_made_it(caplog):
         (lambda: controls.pause("queue", "mail queue", "x"), "letters, digits"),
         (lambda: controls.pause("planet", "mars", "x"), "scope must be"),
         (lambda: controls.set_limit("test.mail", "x", -1), "concurrency_limit must be"),
-        (lambda: controls.set_limit("", "x", 2), "kind must be 1 to"),
+        (lambda: controls.set_limit("", "x", 2), "kind must be a non-empty string"),
     ],
 )
 def test_a_control_no_runner_could_use_is_refused_and_writes_nothing(call, said):
@@ -139,6 +139,7 @@ def test_a_pause_holds_only_the_queue_it_names_byte_for_byte(registry, make_runn
     queued("test.mail", "lower", queue="emails")
     queued("test.mail", "upper", queue="Emails")
     controls.pause("queue", "emails", "test:operator")
+    controls.pause("queue", "Emails", "test:operator")
     controls.pause("queue", "Emails", "test:operator", paused=False)
 
     make_runner(registry=registry).drain()

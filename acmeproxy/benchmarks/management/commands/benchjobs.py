@@ -88,6 +88,12 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--bulk-rows",
+            type=_at_least_one,
+            default=defaults.bulk_rows,
+            help=f"Failed jobs the bulk part retries and redrives ({defaults.bulk_rows:,}).",
+        )
+        parser.add_argument(
             "--check",
             action="store_true",
             help=(
@@ -124,6 +130,7 @@ class Command(BaseCommand):
             dashboard_settled=options["dashboard_settled"],
             pgbench_scale=options["pgbench_scale"],
             repeat=options["repeat"],
+            bulk_rows=options["bulk_rows"],
         )
         report = run(parts, sizes, progress=lambda part: self.stderr.write(f"measuring {part}..."))
         if options["json"]:
