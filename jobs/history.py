@@ -5,7 +5,8 @@ a reclaim after its runner vanished, a cancel), oldest first, as JSON: the
 attempt's number, when it started and ended, the runner that ran it, the
 outcome, the error's telling line and, for an exception, its class path and
 traceback. A `Done` attempt writes nothing here: the runner's hot path pays
-nothing for the record.
+nothing for the record. An operator's Retry and Run now add an entry too,
+saying who and when (`jobs.history_actions`).
 
 Bounded twice, so a job that fails forever cannot grow its row without end:
 the list keeps the last `MAX_ENTRIES` entries (each carries its `number`
@@ -149,6 +150,8 @@ class Entry:
     #: The exception's class path; "" when nothing was raised.
     exception: str = ""
     traceback: str = ""
+    #: For a reclaimed attempt: when its runner last reported itself, if known.
+    heard_at: datetime | None = None
 
     @property
     def exception_class_path(self) -> str:
@@ -168,6 +171,7 @@ class Entry:
             "error": self.error,
             "exception": self.exception,
             "traceback": self.traceback,
+            **({"heard_at": self.heard_at.isoformat()} if self.heard_at else {}),
         }
 
 
@@ -177,10 +181,11 @@ def record(
     started_at: datetime | None,
     ended_at: datetime,
     runner: str | None,
-    outcome: Outcome,
+    outcome: str,
     error: str,
     exception: BaseException | str | None = None,
     traceback: str = "",
+    heard_at: datetime | None = None,
 ) -> Entry:
     """A new entry (numbered when appended), its texts bounded and storable
     (`jobs.storable.storable_text`: a NUL or a lone surrogate in an exception's
@@ -197,6 +202,7 @@ def record(
         error=bounded(storable_text(error), ERROR_CHARS),
         exception=storable_text(str(exception or "")),
         traceback=bounded(storable_text(traceback), TRACEBACK_CHARS),
+        heard_at=heard_at,
     )
 
 
@@ -230,13 +236,21 @@ def for_attempt(
     )
 
 
-def lost_attempt(job: Job, runner: str | None, started_at: datetime | None, now: datetime) -> Entry:
+def lost_attempt(
+    job: Job,
+    runner: str | None,
+    started_at: datetime | None,
+    now: datetime,
+    heard_at: datetime | None = None,
+) -> Entry:
     """The entry for the attempt before `job`'s current one, found at `now` with
     its lease expired and never settled: written when the row is reclaimed.
 
     Its process died or vanished: killed (SIGKILL, the OOM killer), crashed
     (a segfault, a handler's `os._exit`), its machine lost, or stopped
-    (SIGSTOP) for longer than its lease.
+    (SIGSTOP) for longer than its lease. `heard_at` is its runner's last
+    heartbeat, where its row was still there to say: the attempt ran until
+    some time after it, not until `now`.
     """
     number = job.attempts - 1
     where = f" on runner {runner}" if runner else ""
@@ -250,6 +264,7 @@ def lost_attempt(job: Job, runner: str | None, started_at: datetime | None, now:
             f"the process running attempt {number} died or vanished: "
             f"its lease expired{where} and the attempt never settled"
         ),
+        heard_at=heard_at,
     )
 
 
@@ -355,6 +370,7 @@ def _entry(item: Any, position: int) -> Entry | None:
         error=_text(item.get("error")),
         exception=_text(item.get("exception")),
         traceback=_text(item.get("traceback")),
+        heard_at=_moment(item.get("heard_at")),
     )
 
 

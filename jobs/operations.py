@@ -17,6 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
 from jobs import log, retirement
+from jobs.history_actions import Action, operator_action
 from jobs.models import Job
 from jobs.registry import Registry
 from jobs.registry import registry as default_registry
@@ -55,11 +56,15 @@ def _found(
             report.skip("no such job")
 
 
-def run_now(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Report:
-    """Make queued jobs due now, and wake the runners to claim them."""
+def run_now(ids: Iterable[uuid.UUID | str], *, by: str = "", using: str | None = None) -> Report:
+    """Make queued jobs due now, and wake the runners to claim them. Each job's
+    record notes it, with `by` (who asked)."""
     report, store, now = Report(), for_database(using), timezone.now()
+    entry = operator_action(Action.RUN_NOW, by, now)
     for job_id, job in _found(ids, using, report):
-        if store.run_now(job_id, now):
+        with transaction.atomic(using=store.using):
+            made_due = store.run_now(job_id, now) and store.note_action(job_id, entry)
+        if made_due:
             report.touched += 1
         else:
             report.skip(f"{job.state}, not queued")
@@ -68,23 +73,27 @@ def run_now(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Repo
     return report
 
 
-def retry(ids: Iterable[uuid.UUID | str], *, using: str | None = None) -> Report:
+def retry(ids: Iterable[uuid.UUID | str], *, by: str = "", using: str | None = None) -> Report:
     """Queue failed or cancelled jobs again, due now, with a fresh attempt budget.
+    Each job's record notes it, with `by` (who asked).
 
     A job whose `(kind, key)` a live job already holds is skipped with that
     reason and nothing is written for it.
     """
     report, store, now = Report(), for_database(using), timezone.now()
+    entry = operator_action(Action.RETRIED, by, now)
     for job_id, job in _found(ids, using, report):
         try:
             with transaction.atomic(using=store.using):
-                requeued = store.requeue(job_id, now)
+                requeued = store.requeue(job_id, now) and store.note_action(job_id, entry)
         except IntegrityError:
             report.skip(f"a live job already holds {job.kind}:{job.key}")
             continue
         if requeued:
             report.touched += 1
-            log.event("job_requeued", outcome="requeued", job_id=job_id, kind=job.kind, key=job.key)
+            log.event(
+                "job_requeued", outcome="requeued", job_id=job_id, kind=job.kind, key=job.key, by=by
+            )
         else:
             report.skip(f"{job.state}, not failed or cancelled")
     if report.touched:

@@ -166,6 +166,14 @@ def duration(seconds: float, *, glance: bool = False) -> str:
     return f"{count}{name} {part}{smaller_name}" if part else f"{count}{name}"
 
 
+def took(seconds: float) -> str:
+    """How long an attempt ran: in milliseconds under a second ("340 ms", where
+    `duration` would say "0s" for every quick attempt), else as `duration` says."""
+    if abs(seconds) < 1:
+        return f"{round(abs(seconds) * 1000)} ms"
+    return duration(seconds)
+
+
 def relative(moment: datetime, now: datetime, *, glance: bool = False) -> str:
     """`moment` seen from `now`: "in 4m 10s", "3h ago".
 
@@ -229,15 +237,20 @@ def attempts_not_done(count: int, kept: int) -> str:
     return said if count <= kept else f"{said}; the last {kept} are kept"
 
 
-def cancelling_running(hard_kill_after: int) -> str:
-    """What cancelling a running job does to its handler and its runner, as the
-    admin's and the shell's cancel say it, with `hard_kill_after` as now set.
+def cancelling_running(running: int, hard_kill_after: int, *, done: bool = False) -> str:
+    """What cancelling `running` running jobs does to their handlers and runners,
+    as every cancel's confirmation (the admin's pages, `jobs cancel`) says it,
+    with `hard_kill_after` as now set; "" when none runs. `done` after the
+    cancel ("was running"), else before it ("is running").
 
     A cancel retires the row and fences the attempt's settle out; it cannot
     reach into the thread running the handler (`jobs.runner.watch`), so an
     operator cancelling a hung job must know the process restart, not the
     cancel, is what ends it.
     """
+    if not running:
+        return ""
+    verb = ("was", "were") if done else ("is", "are")
     if hard_kill_after:
         hung = (
             f"A hung synchronous handler ends only with its process: {hard_kill_after} s "
@@ -252,7 +265,7 @@ def cancelling_running(hard_kill_after: int) -> str:
             "database connection until the process is restarted."
         )
     return (
-        "Cancelling does not stop a running handler: an async one is stopped at its "
-        "budget, a synchronous one runs on until it returns, and what either returns is "
-        f"discarded. {hung}"
+        f"{running:,} of them {verb[running != 1]} running. Cancelling does not stop a "
+        "running handler: an async one is stopped at its budget, a synchronous one runs on "
+        f"until it returns, and what either returns is discarded. {hung}"
     )

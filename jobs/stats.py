@@ -1,10 +1,14 @@
-"""The queue's numbers, computed once for the admin dashboard and `manage.py jobs stats`.
+"""The queue's numbers, computed once for the admin dashboard, `manage.py jobs
+stats` and the table's metrics.
 
-Every query here stays cheap on a table with a million settled rows: live
+Every query here stays cheap on a table with millions of settled rows: live
 rows are counted through the `jobs_job_ready` index, recent settles through
-`jobs_job_settled` (a range on `finished_at`), and nothing scans history
+`jobs_job_settled` (a range on `finished_at`), the per-minute charts read the
+runners' counters (`jobs.metrics.minutes`), and nothing scans history
 except the settled counts by state, which PostgreSQL estimates from its
-statistics.
+statistics. The waiting jobs are counted by `jobs.waiting.backlog`, once,
+for every screen: the dashboard, `jobs stats` and `jobs_waiting_jobs`
+cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
-from django.db.models.functions import TruncMinute
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.utils import timezone
 
 from jobs.holding import Holders
+from jobs.metrics import minutes
+from jobs.metrics.minutes import Minute
 from jobs.models import (
     LIVE_ROWS,
     SETTLED_ROWS,
@@ -29,6 +34,7 @@ from jobs.models import (
     State,
 )
 from jobs.store import for_database
+from jobs.waiting import REASONS, RUNNER, Holds, backlog, unserved_pairs
 
 
 @dataclass
@@ -49,12 +55,6 @@ class RunnerInfo:
     #: The queues it claims from; None for every queue.
     queues: list[str] | None = None
 
-    def serves(self) -> Q:
-        """The job rows it would claim (given they are ready): of its kinds,
-        and of its queues when it serves only some."""
-        rows = Q(kind__in=self.kinds)
-        return rows & Q(queue__in=self.queues) if self.queues else rows
-
     @property
     def process(self) -> tuple[str, int]:
         """The process it runs in: several lanes share one."""
@@ -69,25 +69,36 @@ class Stats:
     estimated: bool
     #: Live rows per kind and state.
     live_by_kind: dict[str, dict[str, int]]
-    #: Seconds the oldest ready job of a kind some live runner handles has
-    #: waited past its run_at, paused queues and kinds left out; 0 when none
-    #: waits. Adding runners shortens it.
+    #: Seconds the oldest due queued job has waited past its run_at, whatever
+    #: holds it (a pause, a limit, no runner, or only busy slots); 0 when
+    #: none is due. `waiting` says what holds the due jobs.
     lag_seconds: float
     #: Settles in the last 5 minutes and the last hour, by state.
     last_5_minutes: dict[str, int]
     last_hour: dict[str, int]
     #: Kinds by mean attempt duration over the last hour, slowest first.
     slowest_kinds: list[dict[str, Any]]
-    #: Settles per minute over the last hour, oldest first: [minute, done, failed].
+    #: Attempts done and failed per minute over the last hour, oldest first,
+    #: every queue summed: [minute, done, failed] (the runners' counts).
     throughput: list[tuple[datetime, int, int]]
     runners: list[RunnerInfo] = field(default_factory=list)
     #: Running rows nobody is working on (`jobs.holding`): a runner gone
     #: silent, or a lease expired. Counted in `by_state["running"]` too.
     stuck: int = 0
-    #: Ready rows of kinds no live runner handles, which no added runner of
-    #: today's deploy would run: how many, and the oldest one's wait.
+    #: Due rows no live runner serves (their kind in their queue), a pause
+    #: left aside: how many, and the oldest one's wait (`waiting`'s "runner").
     unhandled: int = 0
     unhandled_wait_seconds: float = 0.0
+    #: Queued rows per reason (`jobs.waiting.REASONS`), each under the first
+    #: hold that holds it: {"jobs": n, "oldest_seconds": wait past run_at}.
+    waiting: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: The same per queue, with each queue's "lag_seconds".
+    waiting_by_queue: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (kind, queue) pairs of live rows that no live runner serves.
+    unserved: list[tuple[str, str]] = field(default_factory=list)
+    #: Per queue, each minute of the last hour as the runners counted it
+    #: (`jobs.metrics.minutes`): started, done, failed, wait p50 and p95.
+    per_minute: dict[str, list[Minute]] = field(default_factory=dict)
     #: Per kind, settles of the last hour: {"done": n, "failed": n}.
     kinds_last_hour: dict[str, dict[str, int]] = field(default_factory=dict)
     #: The operator's controls in force: each paused queue or kind and each
@@ -142,52 +153,45 @@ def _settled_estimates(using: str) -> dict[str, int] | None:
 def collect(using: str | None = None, now: datetime | None = None) -> Stats:
     """Every figure of the dashboard at `now`, one query (or two) per figure."""
     alias = using or DEFAULT_DB_ALIAS
-    now = now or timezone.now()
+    with for_database(alias).screen_reads():
+        return _collect(alias, now or timezone.now())
+
+
+def _collect(alias: str, now: datetime) -> Stats:
     jobs = Job.objects.using(alias)
     live = jobs.filter(LIVE_ROWS)
     by_state, live_by_kind = _live_counts(live)
     estimate = _settled_estimates(alias)
     by_state.update(_settled_counts(jobs) if estimate is None else estimate)
     recent = jobs.filter(SETTLED_ROWS, finished_at__gte=now - timedelta(hours=1))
-    last_5, last_hour, throughput = _recent_settles(recent, now)
+    last_5, last_hour, kinds_last_hour, slowest = _last_hour(recent, now)
+    per_minute = minutes.read(alias, now)
     runners = _runners(alias, now)
-    served = _served(runners)
-    ready = live.filter(state=State.QUEUED, run_at__lte=now)
+    holds = Holds.read(alias, now)
+    waiting = backlog(alias, now, holds)
     controls = _controls(alias)
-    unhandled, unhandled_wait = _waiting(ready.exclude(served), now)
+    unhandled = waiting.total(RUNNER)
     return Stats(
         now=now,
         by_state=by_state,
         estimated=estimate is not None,
         live_by_kind=live_by_kind,
-        lag_seconds=_waiting(ready.filter(served).exclude(_paused(controls)), now, count=False)[1],
+        lag_seconds=waiting.lag_seconds,
         last_5_minutes=last_5,
         last_hour=last_hour,
-        slowest_kinds=_slowest_kinds(recent),
-        throughput=throughput,
+        slowest_kinds=slowest,
+        throughput=_throughput(per_minute, now),
+        per_minute=per_minute,
         runners=runners,
         stuck=live.filter(Holders.read(alias, now).stuck_rows()).count(),
-        unhandled=unhandled,
-        unhandled_wait_seconds=unhandled_wait,
-        kinds_last_hour=_kinds_last_hour(recent),
+        unhandled=int(unhandled["jobs"]),
+        unhandled_wait_seconds=unhandled["oldest_seconds"],
+        waiting={reason: waiting.total(reason) for reason in REASONS},
+        waiting_by_queue=waiting.by_queue(),
+        unserved=unserved_pairs(alias, holds),
+        kinds_last_hour=kinds_last_hour,
         controls=controls,
     )
-
-
-def held_by_pauses(using: str | None = None) -> Q:
-    """The rows the operator's pauses hold back on `using` (an empty Q when
-    nothing is paused)."""
-    return _paused(_controls(using or DEFAULT_DB_ALIAS))
-
-
-def _paused(controls: list[dict[str, Any]]) -> Q:
-    """The rows a pause in `controls` holds back: waiting by an operator's
-    choice, not for want of runners, so they are not the queue's lag."""
-    held = Q()
-    for control in controls:
-        if control["paused"]:
-            held |= Q(**{control["scope"]: control["name"]})
-    return held
 
 
 def _controls(using: str) -> list[dict[str, Any]]:
@@ -224,77 +228,55 @@ def _settled_counts(jobs: QuerySet[Job]) -> dict[str, int]:
     return {counted["state"]: counted["n"] for counted in settled.order_by()}
 
 
-def _waiting(ready: QuerySet[Job], now: datetime, *, count: bool = True) -> tuple[int, float]:
-    """How many of `ready` there are (with `count`, else 0), and the seconds the
-    oldest has waited past its `run_at` (0 when none)."""
-    found = ready.aggregate(oldest=Min("run_at"), **({"n": Count("id")} if count else {}))
-    wait = (now - found["oldest"]).total_seconds() if found["oldest"] else 0.0
-    return found.get("n", 0), wait
-
-
-def _kinds_last_hour(recent: QuerySet[Job]) -> dict[str, dict[str, int]]:
-    """Done and failed settles of the last hour, per kind (cancels are not throughput)."""
-    kinds: dict[str, dict[str, int]] = {}
-    for row in (
-        recent.filter(state__in=[State.DONE, State.FAILED])
-        .values("kind", "state")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        kinds.setdefault(row["kind"], {"done": 0, "failed": 0})[row["state"]] = row["n"]
-    return dict(sorted(kinds.items()))
-
-
-def _recent_settles(
+def _last_hour(
     recent: QuerySet[Job], now: datetime
-) -> tuple[dict[str, int], dict[str, int], list[tuple[datetime, int, int]]]:
-    """Settles of the last 5 minutes and the last hour by state, and per minute
-    over the hour (61 minutes, oldest first: [minute, done, failed])."""
+) -> tuple[dict[str, int], dict[str, int], dict[str, dict[str, int]], list[dict[str, Any]]]:
+    """Settles of the last 5 minutes and of the last hour by state; each
+    kind's done and failed of the hour (a cancel is not throughput); and the
+    five kinds with the longest mean attempt, slowest first: one pass over
+    the hour's settled rows (through `jobs_job_settled`), however many kinds."""
     last_hour = {state.value: 0 for state in SETTLED_STATES}
     last_5 = dict(last_hour)
-    per_minute: dict[datetime, list[int]] = {}
-    for bucket in (
-        recent.annotate(minute=TruncMinute("finished_at"))
-        .values("minute", "state")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        last_hour[bucket["state"]] += bucket["n"]
-        minute = bucket["minute"]
-        if minute >= now - timedelta(minutes=5):
-            last_5[bucket["state"]] += bucket["n"]
-        counts = per_minute.setdefault(minute, [0, 0])
-        # A cancellation is an operator's decision, not a failure: a cancel
-        # storm must not read as a failure spike.
-        if bucket["state"] == State.DONE:
-            counts[0] += bucket["n"]
-        elif bucket["state"] == State.FAILED:
-            counts[1] += bucket["n"]
-    start = (now - timedelta(hours=1)).replace(second=0, microsecond=0)
-    throughput = []
-    for step in range(61):
-        minute = start + timedelta(minutes=step)
-        done, failed = per_minute.get(minute, [0, 0])
-        throughput.append((minute, done, failed))
-    return last_5, last_hour, throughput
-
-
-def _slowest_kinds(recent: QuerySet[Job]) -> list[dict[str, Any]]:
-    """The five kinds with the longest mean attempt over the last hour, slowest first."""
+    kinds: dict[str, dict[str, int]] = {}
+    took: dict[str, list[float]] = {}  # kind: [seconds in all, attempts timed]
     duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    slowest = []
-    for kind_row in (
-        recent.filter(started_at__isnull=False)
-        .values("kind")
-        .annotate(mean=Avg(duration), n=Count("id"))
-        .order_by("-mean")[:5]
-    ):
-        mean = kind_row["mean"]
-        seconds = mean.total_seconds() if isinstance(mean, timedelta) else float(mean or 0)
-        slowest.append(
-            {"kind": kind_row["kind"], "mean_seconds": round(seconds, 3), "count": kind_row["n"]}
-        )
-    return slowest
+    timed = Q(started_at__isnull=False)
+    counted = recent.values("kind", "state").annotate(
+        n=Count("id"),
+        five=Count("id", filter=Q(finished_at__gte=now - timedelta(minutes=5))),
+        timed=Count("id", filter=timed),
+        mean=Avg(duration, filter=timed),
+    )
+    for row in counted.order_by():
+        state, kind = row["state"], row["kind"]
+        last_hour[state] += row["n"]
+        last_5[state] += row["five"]
+        if state in (State.DONE, State.FAILED):
+            kinds.setdefault(kind, {"done": 0, "failed": 0})[state] = row["n"]
+        if row["timed"]:
+            mean = row["mean"]
+            seconds = mean.total_seconds() if isinstance(mean, timedelta) else float(mean or 0)
+            total = took.setdefault(kind, [0.0, 0])
+            total[0] += seconds * row["timed"]
+            total[1] += row["timed"]
+    means = sorted(((-seconds / n, kind, int(n)) for kind, (seconds, n) in took.items()))[:5]
+    slowest = [
+        {"kind": kind, "mean_seconds": round(-mean, 3), "count": n} for mean, kind, n in means
+    ]
+    return last_5, last_hour, dict(sorted(kinds.items())), slowest
+
+
+def _throughput(
+    per_minute: dict[str, list[Minute]], now: datetime
+) -> list[tuple[datetime, int, int]]:
+    """The attempts done and failed per minute, every queue summed, oldest first."""
+    hour = [[Minute(minute)] for minute in minutes.chart_minutes(now)]
+    for column, queues in zip(hour, zip(*per_minute.values(), strict=True), strict=False):
+        column += queues
+    return [
+        (column[0].minute, sum(m.done for m in column), sum(m.failed for m in column))
+        for column in hour
+    ]
 
 
 def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
@@ -306,7 +288,7 @@ def _runners(alias: str, now: datetime) -> list[RunnerInfo]:
             started_at=r.started_at,
             heartbeat_at=r.heartbeat_at,
             max_concurrent=r.max_concurrent,
-            running=r.running,
+            running=r.running_now(now),
             kinds=list(r.kinds),
             queues=list(r.queues) if r.queues else None,
             gone=r.is_gone(now),
@@ -321,27 +303,5 @@ def served_by_live_runners(using: str | None = None, now: datetime | None = None
     """The job rows some live runner would claim: of a kind it has a handler
     for, in a queue it serves (`RunnerInfo.serves`). Matches no row when
     no runner is live."""
-    return _served(_runners(using or DEFAULT_DB_ALIAS, now or timezone.now()))
-
-
-def _served(runners: list[RunnerInfo]) -> Q:
-    served = Q(pk__in=[])
-    for runner in runners:
-        if not runner.gone:
-            served |= runner.serves()
-    return served
-
-
-def kinds_without_runner(using: str | None = None, now: datetime | None = None) -> list[str]:
-    """Kinds with live jobs that no live runner would claim: none has a
-    handler for the kind, or none that has serves the job's queue."""
-    alias = using or DEFAULT_DB_ALIAS
-    waiting = (
-        Job.objects.using(alias)
-        .filter(LIVE_ROWS)
-        .exclude(served_by_live_runners(alias, now))
-        .values_list("kind", flat=True)
-        .distinct()
-        .order_by()
-    )
-    return sorted(waiting)
+    served = Holds.read(using, now).served_rows()
+    return Q(pk__in=[]) if served is None else served

@@ -41,6 +41,7 @@ from django.utils.json import normalize_json
 
 from jobs import history
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
+from jobs.history_actions import is_action
 from jobs.registry import register
 from jobs.spec import JSON_MAX_DEPTH, InvalidJobSpec, JobSpec, queue_name_problem, strict_json
 from jobs.storable import deeper_than
@@ -195,7 +196,8 @@ def to_result(job: Job, alias: str) -> TaskResult[Any, Any]:
     newest: its errors and workers start there.
     """
     payload = job.payload
-    entries = job.attempt_history
+    # An operator's Retry or Run now is on the record, but is no task error.
+    entries = [entry for entry in job.attempt_history if not is_action(entry)]
     workers = history.runners(entries)
     numbered = [entry for entry in entries if entry.attempt is not None]
     current = job.attempts > 0 and (not numbered or numbered[-1].attempt != job.attempts)

@@ -8,7 +8,8 @@
   retry, cancel) that go through `jobs.operations`, so identity, attempts and
   fencing stay the store's business; cancel asks first (`confirm`). Nothing
   here writes a job row itself.
-- Runners (`runners`): who is running right now, and who has gone silent.
+- Runners (`runners`): who is running right now, and, listed apart, who has
+  gone silent (two missed heartbeats), until the runners forget them.
 - The dashboard (`dashboard`): the queue's numbers from `jobs.stats`, one page,
   no JavaScript.
 - The live config (`config`): a singleton form. There is one config row; the
@@ -22,7 +23,10 @@
   who. Read-only otherwise: the rows belong to the runners' reconcile.
 
 Every page says things in the words of `jobs.presentation`, as
-`manage.py jobs` does; `display` marks them up. This module registers the
+`manage.py jobs` does; `display` marks them up, shows every instant in one
+format (`display.stamp`: to the second, with the zone; templates use the
+`stamp` filter of `jobs.templatetags.jobs_admin`), and lets long names wrap
+only between their parts (`display.breakable`). This module registers the
 model admins with the default site; the others only define them.
 """
 

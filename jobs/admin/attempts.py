@@ -3,7 +3,11 @@ for its admin page.
 
 The history is a table, newest first, each entry's traceback folded in a
 `<details>` so that twenty of them still read at a glance; every time is to
-the second with its zone. Everything a row holds is escaped (`format_html`).
+the millisecond with its zone, and how long an attempt took is said in ms
+under a second. A reclaimed attempt did not run from its start to its
+reclaim: its runner was lost, and the table says when it was last heard
+from instead. An operator's action (`jobs.history_actions`) is an entry
+with who and when, and no attempt. Everything a row holds is escaped.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from datetime import datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.admin.display import badge, stamp_or_nothing
-from jobs.history import Outcome
+from jobs import presentation
+from jobs.admin.display import badge, breakable, stamp, stamp_or_nothing
+from jobs.history import Entry, Outcome
+from jobs.history_actions import Action, is_action
 from jobs.holding import Holders
 from jobs.models import Job
-from jobs.presentation import NOTHING, attempts_not_done, duration
+from jobs.presentation import NOTHING, attempts_not_done
 
 #: An outcome's badge colour, from the state colours it resembles.
 _TONES: dict[str, str] = {
@@ -27,6 +33,8 @@ _TONES: dict[str, str] = {
     Outcome.RECLAIMED: "gone",
     Outcome.CANCELLED: "cancelled",
     Outcome.RELEASED: "waiting",
+    Action.RETRIED: "queued",
+    Action.RUN_NOW: "queued",
 }
 
 
@@ -44,11 +52,11 @@ def history_table(job: Job) -> SafeString | str:
                 entry.number,
                 NOTHING if entry.attempt is None else entry.attempt,
                 badge(entry.outcome.replace("_", " "), _TONES.get(entry.outcome, "cancelled")),
-                stamp_or_nothing(entry.started_at),
-                stamp_or_nothing(entry.ended_at),
-                _took(entry.started_at, entry.ended_at),
-                entry.runner or NOTHING,
-                _error(entry.error, entry.exception_class_path, entry.traceback),
+                stamp_or_nothing(entry.started_at, ms=True),
+                stamp_or_nothing(entry.ended_at, ms=True),
+                took(entry),
+                breakable(entry.runner) if entry.runner else NOTHING,
+                _error(entry),
             )
             for entry in reversed(entries)
         ),
@@ -72,24 +80,39 @@ def holder(job: Job, holders: Holders) -> SafeString | str:
         return NOTHING
     stuck = holders.stuck(job)
     if not stuck:
-        return job.claimed_by
-    return format_html("{} {}", job.claimed_by, badge(stuck, "gone"))
+        return breakable(job.claimed_by)
+    return format_html("{} {}", breakable(job.claimed_by), badge(stuck, "gone"))
 
 
-def _took(started: datetime | None, ended: datetime | None) -> str:
+def took(entry: Entry) -> str:
+    """How long the attempt ran: in ms under a second ("340 ms"), else as
+    `duration` says it; for a reclaimed attempt, that its runner was lost and
+    when it was last heard from, since its end is only when it was found."""
+    if entry.outcome == Outcome.RECLAIMED:
+        if entry.heard_at is None:  # its row was forgotten, or an entry from before
+            return "runner lost; last heartbeat not known"
+        return f"runner lost; last heartbeat at {stamp(entry.heard_at, ms=True)}"
+    return elapsed(entry.started_at, entry.ended_at)
+
+
+def elapsed(started: datetime | None, ended: datetime | None) -> str:
+    """From `started` to `ended`: "340 ms" under a second, "4m 10s" above."""
     if started is None or ended is None:
         return NOTHING
-    return duration((ended - started).total_seconds())
+    return presentation.took((ended - started).total_seconds())
 
 
-def _error(error: str, exception: str, traceback: str) -> SafeString:
-    line = format_html('<span class="jobs-history-error">{}</span>', error or NOTHING)
-    if not traceback:
+def _error(entry: Entry) -> SafeString:
+    line = format_html('<span class="jobs-history-error">{}</span>', entry.error or NOTHING)
+    if is_action(entry):
+        return line
+    exception = breakable(entry.exception_class_path)
+    if not entry.traceback:
         return format_html('{}<br><code class="jobs-history-class">{}</code>', line, exception)
     return format_html(
         '{}<details><summary><code class="jobs-history-class">{}</code> traceback</summary>'
         '<pre class="jobs-pre jobs-error-block">{}</pre></details>',
         line,
         exception,
-        traceback,
+        entry.traceback,
     )

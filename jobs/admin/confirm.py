@@ -79,7 +79,7 @@ def confirmation_page(
     touched = queryset.filter(state__in=what.touches)
     skipped = queryset.exclude(state__in=what.touches)
     running = touched.filter(state=State.RUNNING).count()
-    note = cancelling_running(JobsConfig.load(queryset.db).hard_kill_after) if running else ""
+    note = running and cancelling_running(running, JobsConfig.load(queryset.db).hard_kill_after)
     found = 0 if select_across else queryset.count()
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
@@ -91,8 +91,7 @@ def confirmation_page(
         "select_across": select_across,
         "touched": _rows(touched),
         "touched_count": touched.count(),
-        "running_count": running,
-        "running_note": note,
+        "running_note": note or "",
         "skipped": _rows(skipped),
         "skipped_count": skipped.count(),
         "missing_count": 0 if select_across else max(len(set(selected)) - found, 0),

@@ -25,10 +25,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString
 from django.utils.text import capfirst
 
 from jobs import controls
+from jobs.admin.display import badge, time_field
 from jobs.models import Control
+from jobs.spec import CONCURRENCY_LIMIT_MAX
 
 
 class ControlForm(forms.ModelForm):  # type: ignore[type-arg]  # not subscriptable at runtime
@@ -42,6 +45,12 @@ class ControlForm(forms.ModelForm):  # type: ignore[type-arg]  # not subscriptab
     class Meta:
         model = Control
         fields = ["scope", "name", "paused", "concurrency_limit"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The input's bounds are the ones `controls.problem` holds it to.
+        limit = self.fields["concurrency_limit"]
+        limit.widget.attrs.update(min=0, max=CONCURRENCY_LIMIT_MAX)
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
@@ -87,10 +96,17 @@ def _by(request: HttpRequest) -> str:
 
 class ControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
     form = ControlForm
-    list_display = ["scope", "name", "paused", "concurrency_limit", "changed_by", "changed_at"]
+    list_display = [
+        "scope",
+        "name",
+        "state",
+        "concurrency_limit",
+        "changed_by",
+        "changed_at_shown",
+    ]
     list_filter = ["scope", "paused"]
     search_fields = ["name"]
-    readonly_fields = ["changed_by", "changed_at"]
+    readonly_fields = ["changed_by", "changed_at_shown"]
     actions = ["pause_selected", "resume_selected"]
 
     def get_form(
@@ -98,6 +114,17 @@ class ControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscript
     ) -> Any:
         form = super().get_form(request, obj, change, **kwargs)
         return type(form.__name__, (form,), {"may_replace": self.has_change_permission(request)})
+
+    changed_at_shown = time_field(Control, "changed_at")
+
+    class Media:
+        css = {"all": ["jobs/admin.css"]}
+
+    @admin.display(description="paused", ordering="paused")
+    def state(self, row: Control) -> SafeString:
+        """In words, never Django's boolean icons: a paused queue's green tick
+        read as healthy. Paused is the alarm colour; running is quiet."""
+        return badge("paused", "gone") if row.paused else badge("running", "live")
 
     def save_model(self, request: HttpRequest, obj: Control, form: Any, change: bool) -> None:
         if not change and (before := getattr(form, "replacing", None)) is not None:

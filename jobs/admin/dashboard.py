@@ -1,15 +1,14 @@
 """The dashboard: the queue's numbers on one admin page, the one kept open in an incident.
 
 `jobs.stats.collect` reads the numbers; this module turns them into rows and
-words (`dashboard_context`) and the throughput chart into SVG geometry
-(`throughput_chart`), so the template only lays them out and escapes them.
+words (`dashboard_context`), and `jobs.admin.charts` the per-minute counts
+into SVG geometry, so the template only lays them out and escapes them.
 No JavaScript: the page reloads itself. It is served at the job list's
 `dashboard/` (`jobs.admin.job.JobAdmin.get_urls`), to anyone who may view jobs.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -19,9 +18,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.admin.charts import queue_charts
+from jobs.admin.runners import GONE_MEANS
 from jobs.models import Job, State
 from jobs.presentation import duration, relative
 from jobs.stats import Stats, collect
+from jobs.waiting import NOUNS, REASONS, RUN_AT
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -72,19 +74,23 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         }
         for row in stats.slowest_kinds
     ]
+    # Live runners, then gone ones apart (`RunnerProcess.STALE_AFTER`); a
+    # gone runner's running count is not counted.
     runners = [
         {
             "runner": runner,
+            "gone": runner.gone,
             "heartbeat": relative(runner.heartbeat_at, stats.now, glance=True),
             "started": relative(runner.started_at, stats.now, glance=True),
         }
-        for runner in stats.runners
+        for runner in sorted(stats.runners, key=lambda runner: runner.gone)
     ]
     return {
         "states": states,
         "live_kinds": _kinds(stats, changelist),
         "recent": recent,
         "lag": _wait(stats.lag_seconds),
+        "waiting": _waiting(stats),
         "unhandled": {
             "count": stats.unhandled,
             "wait": _wait(stats.unhandled_wait_seconds),
@@ -92,10 +98,12 @@ def dashboard_context(stats: Stats) -> dict[str, Any]:
         },
         "stuck_url": f"{changelist}?{urlencode({'stuck': 'yes'})}",
         "slowest": slowest,
-        "runners": runners,
+        "runners": [row for row in runners if not row["gone"]],
+        "gone_runners": [row for row in runners if row["gone"]],
+        "gone_means": GONE_MEANS,
         # Processes, not lanes: a `runjobs --lanes 2` is one runner.
         "live_runners": len({runner.process for runner in stats.runners if not runner.gone}),
-        "chart": throughput_chart(stats.throughput),
+        "queue_charts": queue_charts(stats.per_minute),
     }
 
 
@@ -104,10 +112,29 @@ def _wait(seconds: float) -> str | None:
     return duration(seconds, glance=True) if seconds >= 1 else None
 
 
+def _waiting(stats: Stats) -> list[dict[str, Any]]:
+    """The queued jobs by what holds them (`jobs.waiting`), each reason that
+    holds any, in the order they are counted."""
+    return [
+        {
+            "reason": reason,
+            "noun": NOUNS[reason],
+            "jobs": int(stats.waiting[reason]["jobs"]),
+            "oldest": None if reason == RUN_AT else _wait(stats.waiting[reason]["oldest_seconds"]),
+        }
+        for reason in REASONS
+        if stats.waiting.get(reason, {}).get("jobs")
+    ]
+
+
 def _kinds(stats: Stats, changelist: str) -> list[dict[str, Any]]:
     """Each kind with live rows or settles in the last hour: its live rows, its
-    done and failed of the hour, and whether a live runner handles it."""
+    done and failed of the hour, whether a live runner handles it, and the
+    queues of its live jobs that no live runner serves it in."""
     handled = {kind for runner in stats.runners if not runner.gone for kind in runner.kinds}
+    unserved: dict[str, list[str]] = {}
+    for kind, queue in stats.unserved:
+        unserved.setdefault(kind, []).append(queue)
     rows = []
     for kind in sorted({*stats.live_by_kind, *stats.kinds_last_hour}):
         live = stats.live_by_kind.get(kind, {})
@@ -120,69 +147,10 @@ def _kinds(stats: Stats, changelist: str) -> list[dict[str, Any]]:
                 "done": settled.get("done", 0),
                 "failed": settled.get("failed", 0),
                 "handled": kind in handled,
+                "unserved_queues": unserved.get(kind, []) if kind in handled else [],
                 # Live rows nobody can run: the badge. A kind with none is only noted.
                 "waiting": bool(live) and kind not in handled,
                 "url": f"{changelist}?{urlencode({'kind': kind})}",
             }
         )
     return rows
-
-
-#: The chart's geometry, in SVG user units (it scales to the page's width).
-CHART_LEFT, CHART_TOP, CHART_BAR, CHART_HEIGHT, CHART_BOTTOM = 44, 12, 10, 120, 28
-
-
-def throughput_chart(throughput: list[tuple[datetime, int, int]]) -> dict[str, Any]:
-    """Bars for done and failed per minute (failed stacked on done), as SVG geometry.
-
-    The template draws it; nothing here is HTML, so everything is escaped there.
-    """
-    peak = max((done + failed for _, done, failed in throughput), default=0)
-    scale = CHART_HEIGHT / peak if peak else 0.0
-    base = CHART_TOP + CHART_HEIGHT
-    bars = []
-    for index, (minute, done, failed) in enumerate(throughput):
-        x = CHART_LEFT + index * CHART_BAR
-        done_height = round(done * scale, 1)
-        failed_height = round(failed * scale, 1)
-        bars.append(
-            {
-                "x": x + 1,
-                "width": CHART_BAR - 2,
-                "done_y": round(base - done_height, 1),
-                "done_height": done_height,
-                "failed_y": round(base - done_height - failed_height, 1),
-                "failed_height": failed_height,
-                "label": f"{timezone.localtime(minute):%H:%M}: {done} done, {failed} failed",
-            }
-        )
-    right = CHART_LEFT + len(throughput) * CHART_BAR
-    ticks = []
-    if throughput:
-        for index in (0, len(throughput) // 2, len(throughput) - 1):
-            minute = throughput[index][0]
-            ticks.append(
-                {
-                    "x": CHART_LEFT + index * CHART_BAR + CHART_BAR / 2,
-                    "label": f"{timezone.localtime(minute):%H:%M}",
-                }
-            )
-    return {
-        "width": right + 8,
-        "height": base + CHART_BOTTOM,
-        "left": CHART_LEFT,
-        "right": right,
-        "top": CHART_TOP,
-        "base": base,
-        "plot_height": CHART_HEIGHT,
-        "middle": CHART_TOP + CHART_HEIGHT / 2,
-        "label_x": CHART_LEFT - 6,
-        "tick_y": base + 16,
-        "peak": peak,
-        "half": f"{peak / 2:g}",
-        "bars": bars,
-        "ticks": ticks,
-        "done": sum(done for _, done, _ in throughput),
-        "failed": sum(failed for _, _, failed in throughput),
-        "minutes": len(throughput),
-    }

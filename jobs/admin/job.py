@@ -9,7 +9,10 @@ page (`jobs.admin.job_detail`) is read-only for everyone. Its state changes
 only through three actions, Run now, Retry and Cancel, which go through
 `jobs.operations`, so identity, attempts and fencing stay the store's
 business: nothing here writes a job row itself. Cancel, which retires work,
-asks first (`jobs.admin.confirm`).
+asks first (`jobs.admin.confirm`). Any action on every job the filters match
+(Django's "select all") counts them, asks with the number and acts in
+batches (`jobs.admin.bulk`); the dead letters have their own page
+(`jobs.admin.dead_letters`).
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from jobs import job_ids, operations, presentation
+from jobs import bulk, job_ids, operations, presentation
+from jobs.admin import bulk as bulk_admin
 from jobs.admin import confirm
+from jobs.admin.confirm import CHANGE_FORM_ACTION
 from jobs.admin.dashboard import dashboard_page
-from jobs.admin.display import badge, stamp
+from jobs.admin.dead_letters import dead_letters_page
+from jobs.admin.display import badge, breakable, stamp
 from jobs.admin.filters import (
     HasErrorFilter,
     KindFilter,
@@ -48,22 +54,27 @@ from jobs.models import Job, State
 from jobs.operations import Report
 from jobs.presentation import NOTHING, relative, telling_line
 
+#: The longest key the list shows whole, and the longest run of letters and
+#: digits in it (a digest is cut to its start): whole on hover and on its page.
+KEY_SHOWN, KEY_RUN = 60, 16
+
 #: Actions offered both on the list and on a job's own page.
 EVERYWHERE = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
 
 
 class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
     list_display = [
-        "state_badge",
-        "kind",
-        "key",
-        "attempts_of",
+        "state_attempts",
+        "kind_shown",
+        "key_shown",
+        "queue",
+        "priority",
         "next_run",
-        "claimed_by",
+        "claimed_by_shown",
         "error",
         "created",
     ]
-    list_display_links = ["key"]
+    list_display_links = ["key_shown"]
     list_filter = [
         "state",
         KindFilter,
@@ -146,9 +157,34 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     def state_badge(self, job: Job) -> SafeString:
         return badge(job.state, job.state)
 
-    @admin.display(description="attempts")
-    def attempts_of(self, job: Job) -> str:
-        return f"{job.attempts} / {job.max_attempts}"
+    # Kind, key and runner name wrap between their parts, never inside a
+    # word or a pid (`breakable`); a key past `KEY_SHOWN` characters, or with
+    # a word past `KEY_RUN`, is cut, whole on hover and on the job's page.
+    @admin.display(description="kind", ordering="kind")
+    def kind_shown(self, job: Job) -> SafeString:
+        return breakable(job.kind)
+
+    @admin.display(description="key", ordering="key")
+    def key_shown(self, job: Job) -> SafeString:
+        shown = breakable(Truncator(job.key).chars(KEY_SHOWN), longest=KEY_RUN)
+        if len(job.key) <= KEY_SHOWN and "…" not in shown:
+            return shown
+        return format_html('<span title="{}">{}</span>', job.key, shown)
+
+    @admin.display(description="claimed by", ordering="claimed_by")
+    def claimed_by_shown(self, job: Job) -> SafeString | str:
+        return breakable(job.claimed_by) if job.claimed_by else NOTHING
+
+    @admin.display(description="state, attempts", ordering="state")
+    def state_attempts(self, job: Job) -> SafeString:
+        """The state, and under it the attempts spent of the budget: one column
+        where two did not leave the list room at 1280 px."""
+        return format_html(
+            '{}<br><span class="jobs-quiet" title="attempts spent of its budget">{} / {}</span>',
+            badge(job.state, job.state),
+            job.attempts,
+            job.max_attempts,
+        )
 
     @admin.display(description="next run", ordering="run_at")
     def next_run(self, job: Job, holders: Holders | None = None) -> SafeString:
@@ -180,7 +216,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         return format_html(
             '<span class="jobs-error-line" title="{}">{}</span>',
             Truncator(line).chars(500),
-            Truncator(line).chars(80),
+            breakable(Truncator(line).chars(80)),
         )
 
     @admin.display(description="created", ordering="created_at")
@@ -208,27 +244,44 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     # -- actions ------------------------------------------------------------------
 
     @admin.action(description="Run now", permissions=["change"], location=EVERYWHERE)
-    def run_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         """Queued jobs become due now; runners in this process are woken."""
-        report = operations.run_now(_ids(request, queryset))
+        if bulk_admin.across(request):
+            return self._across(request, queryset, bulk.RUN_NOW)
+        report = operations.run_now(_ids(request, queryset), by=_by(request))
         self._report(request, "Run now", report, "made due now")
+        return None
 
     @admin.action(description="Retry", permissions=["change"], location=EVERYWHERE)
-    def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         """Failed or cancelled jobs are queued again, due now, with a fresh attempt budget."""
-        report = operations.retry(_ids(request, queryset))
+        if bulk_admin.across(request):
+            return self._across(request, queryset, bulk.RETRY)
+        report = operations.retry(_ids(request, queryset), by=_by(request))
         self._report(request, "Retry", report, "queued again with a fresh attempt budget")
+        return None
 
     @admin.action(description="Cancel", permissions=["change"], location=EVERYWHERE)
     def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         """Queued or running jobs are retired as cancelled; each handler's abandon runs once.
 
         Asked first (`jobs.admin.confirm`): only the confirmation's POST writes."""
+        if bulk_admin.across(request) and CHANGE_FORM_ACTION not in request.POST:
+            return self._across(request, queryset, bulk.CANCEL)
         if not confirm.confirmed(request):
             return confirm.confirmation_page(self, request, queryset, confirm.CANCEL)
-        report = operations.cancel(_ids(request, queryset), by=request.user.get_username())
+        report = operations.cancel(_ids(request, queryset), by=_by(request))
         self._report(request, "Cancel", report, "cancelled")
         return None
+
+    def _across(
+        self, request: HttpRequest, queryset: QuerySet[Job], action: bulk.Action
+    ) -> HttpResponse | None:
+        """`action` on every job the list's filters match (`jobs.admin.bulk`)."""
+        selection = bulk.Selection(queryset, said=bulk_admin.matching(request))
+        return bulk_admin.confirm_or_act(
+            self, request, selection, action, fields={"action": action.name}
+        )
 
     def _report(self, request: HttpRequest, action: str, report: Report, done: str) -> None:
         if report.touched:
@@ -254,9 +307,14 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
             self.admin_site.admin_view(self.dashboard_view),
             name="jobs_dashboard",
         )
+        dead = path(
+            "dead-letters/",
+            self.admin_site.admin_view(functools.partial(dead_letters_page, self)),
+            name="jobs_dead_letters",
+        )
         # Ahead of the model's own routes, whose `<path:object_id>/` would
         # otherwise take "dashboard/" for a job id.
-        return [page, *super().get_urls()]
+        return [page, dead, *super().get_urls()]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard (`jobs.admin.dashboard`), behind the job list's view permission."""
@@ -298,6 +356,12 @@ def _ids(request: HttpRequest, queryset: QuerySet[Job]) -> list[uuid.UUID]:
             known.add(selected)
             found.append(selected)
     return found
+
+
+def _by(request: HttpRequest) -> str:
+    """Who an action is by, as the record and the log name them: `admin:<user>`,
+    as the controls page stamps its changes (`manage.py jobs` says `cli:<user>`)."""
+    return f"admin:{request.user.get_username()}"
 
 
 def _jobs(n: int) -> str:

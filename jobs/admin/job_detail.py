@@ -16,14 +16,15 @@ from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobs.admin import attempts
-from jobs.admin.display import pretty_json, stamp_or_nothing
+from jobs.admin.display import badge, breakable, pretty_json, stamp_or_nothing, time_field
 from jobs.holding import Holders
-from jobs.models import Job
-from jobs.presentation import NOTHING
+from jobs.models import Job, State
+from jobs.presentation import NOTHING, relative
+from jobs.waiting import Holds, describe
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -48,16 +49,11 @@ def shown(name: str) -> str:
 
 
 def _time(name: str) -> Callable[[Any, Job], SafeString]:
-    label = str(getattr(Job._meta.get_field(name), "verbose_name", name))
+    return time_field(Job, name)
 
-    @admin.display(description=label, ordering=name)
-    def show(self: Any, job: Job) -> SafeString:
-        return format_html(
-            '<span class="jobs-stamp">{}</span>', stamp_or_nothing(getattr(job, name))
-        )
 
-    show.__name__ = shown(name)
-    return show
+def _label(name: str) -> str:
+    return str(getattr(Job._meta.get_field(name), "verbose_name", name))
 
 
 def _help_text(name: str) -> str:
@@ -73,8 +69,8 @@ class JobDetail:
             {
                 "fields": [
                     "id",
-                    "kind",
-                    "key",
+                    "kind_shown",
+                    "whole_key",
                     "queue",
                     "priority",
                     "state_badge",
@@ -91,6 +87,7 @@ class JobDetail:
                 "fields": [
                     shown("run_at"),
                     "next_run",
+                    "waiting_for",
                     shown("deadline"),
                     "attempts",
                     "max_attempts",
@@ -115,17 +112,35 @@ class JobDetail:
     run_at_shown = _time("run_at")
     deadline_shown = _time("deadline")
     started_at_shown = _time("started_at")
-    lease_expires_at_shown = _time("lease_expires_at")
     abandon_owed_at_shown = _time("abandon_owed_at")
+
+    @admin.display(description=_label("lease_expires_at"), ordering="lease_expires_at")
+    def lease_expires_at_shown(self, job: Job) -> SafeString:
+        """The lease's end, and for a running job whose lease has run out, that
+        it has, and how long ago: the row waits for another runner to take it."""
+        lease = job.lease_expires_at
+        shown_at = format_html('<span class="jobs-stamp">{}</span>', stamp_or_nothing(lease))
+        now = timezone.now()
+        if lease is None or job.state != State.RUNNING or lease > now:
+            return shown_at
+        ago = relative(lease, now, glance=True)
+        return format_html("{} {}", shown_at, badge(f"expired {ago}", "gone"))
 
     def get_form(
         self, request: HttpRequest, obj: Job | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        """The form, with each shown time keeping its field's help text."""
+        """The form, with each shown time, the kind and the key keeping their
+        fields' help texts."""
         help_texts = {shown(name): _help_text(name) for name in TIMES}
+        help_texts |= {"kind_shown": _help_text("kind"), "whole_key": _help_text("key")}
         return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
             request, obj, change, help_texts=help_texts, **kwargs
         )
+
+    @admin.display(description="key")
+    def whole_key(self, job: Job) -> SafeString:
+        """The key in full (the list cuts a long one), wrapping between its parts."""
+        return breakable(job.key)
 
     @admin.display(description="payload")
     def payload_json(self, job: Job) -> SafeString:
@@ -138,6 +153,20 @@ class JobDetail:
     @admin.display(description="claimed by")
     def claimed_by_holder(self, job: Job) -> SafeString | str:
         return attempts.holder(job, Holders.read(now=timezone.now()))
+
+    @admin.display(description="waiting for")
+    def waiting_for(self, job: Job) -> SafeString | str:
+        """What holds the job back (`jobs.waiting`): a runner, a limit, a
+        pause, its schedule or its run_at; the first is the one it is counted
+        under on the dashboard."""
+        now = timezone.now()
+        stuck = Holders.read(now=now).stuck(job)
+        holds = Holds.read(now=now).of(job, stuck=stuck)
+        if not holds:
+            return describe(holds, job) if job.state == "queued" else NOTHING
+        return format_html_join(
+            "", '<div class="jobs-hold jobs-hold-{}">{}</div>', ((h.reason, str(h)) for h in holds)
+        )
 
     @admin.display(description="attempts that did not end done")
     def attempt_history_table(self, job: Job) -> SafeString | str:

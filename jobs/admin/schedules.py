@@ -255,7 +255,9 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
         ids: list[uuid.UUID] = [live[name].id for name in names if name in live]
         without = [name for name in names if name not in live]
         if ids:
-            report = operations.run_now(ids, using=queryset.db)
+            report = operations.run_now(
+                ids, by=f"admin:{request.user.get_username()}", using=queryset.db
+            )
             tone = messages.WARNING if report.skipped else messages.SUCCESS
             self.message_user(request, f"Run now: {report}.", tone)
         if without:

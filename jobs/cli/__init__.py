@@ -14,10 +14,11 @@ stays one line however many newlines a field held
 (`jobs.cli.text.terminal_safe`); an id given as a prefix is resolved in
 `jobs.cli.ids`; a kind or queue nothing names is warned about (or refused
 with `--strict`) in `jobs.cli.names`. Changes go through the same doors as the admin
-(`jobs.operations`, `jobs.controls`, `jobs.queue.enqueue`, `jobs.stats.collect`,
-`jobs.schedules.operator`), so the command holds no rules about identity,
-attempts or fencing of its own; and it says things in the admin's words
-(`jobs.presentation`), at the length a shell has room for.
+(`jobs.operations`, `jobs.bulk` and `jobs.dead_letters`, `jobs.controls`,
+`jobs.queue.enqueue`, `jobs.stats.collect`, `jobs.schedules.operator`), so the
+command holds no rules about identity, attempts or fencing of its own; and it
+says things in the admin's words (`jobs.presentation`), at the length a shell
+has room for.
 
 Exit status: 0 when everything asked for was done; 1 when some of it was not
 (a job skipped, an enqueue refused as a duplicate) or the command failed
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 from jobs.cli import (
     cancel,
+    dead,
     enqueue,
     limit,
     listing,
     pause,
+    redrive,
     retry,
     run_now,
     schedules,
@@ -53,6 +56,8 @@ VERBS: tuple[Module, ...] = (
     retry,
     cancel,
     run_now,
+    dead,
+    redrive,
     enqueue,
     pause,
     limit,

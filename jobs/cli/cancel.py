@@ -1,4 +1,5 @@
-"""`manage.py jobs cancel`: retire queued or running jobs as cancelled, naming who."""
+"""`manage.py jobs cancel`: retire queued or running jobs as cancelled, naming who;
+given by id or by a filter (`jobs.cli.by_filter`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from collections.abc import Iterable
 
 from django.db import DEFAULT_DB_ALIAS
 
-from jobs import operations
-from jobs.cli import arguments, verb
+from jobs import bulk, operations
+from jobs.cli import arguments, by_filter, verb
 from jobs.cli.ids import acted_on
 from jobs.cli.text import Write
 from jobs.cli.verb import ID_HELP, Options, Verbs
@@ -18,20 +19,24 @@ from jobs.presentation import cancelling_running
 
 #: cancel's help, as `--help` shows it.
 HELP = (
-    "Retire queued or running jobs as cancelled (each handler's abandon runs once). "
-    "A running handler is not stopped: a hung one ends only when its runner process "
-    "restarts, hard_kill_after past its budget. Exits 1 if any job was skipped."
+    "Retire queued or running jobs as cancelled (each handler's abandon runs once): those "
+    "given by id, or every job a filter matches. A running handler is not stopped: a hung "
+    "one ends only when its runner process restarts, hard_kill_after past its budget. "
+    "Exits 1 if any job was skipped."
 )
 
 
 def add_parser(verbs: Verbs) -> None:
     cancel = verb.add(verbs, "cancel", HELP, handle)
-    cancel.add_argument("ids", type=arguments.job_id, nargs="+", metavar="ID", help=ID_HELP)
+    cancel.add_argument("ids", type=arguments.job_id, nargs="*", metavar="ID", help=ID_HELP)
     verb.by_argument(cancel, "Who cancelled, kept in last_error")
+    by_filter.add_filter_arguments(cancel, bulk.CANCEL)
 
 
 def handle(write: Write, options: Options) -> int:
-    """`cancel`'s options, to `cancel_jobs`."""
+    """`cancel`'s options, to `cancel_jobs`, or by filter to `jobs.cli.by_filter`."""
+    if by_filter.wants_filter(options, options["ids"]):
+        return by_filter.act_on_filter(write, options, bulk.CANCEL, by=verb.by(options))
     return cancel_jobs(write, options["ids"], by=verb.by(options), using=options["database"])
 
 
@@ -52,6 +57,6 @@ def cancel_jobs(
     if running:
         jobs = Job.objects.using(using).filter(id__in=running, state=State.CANCELLED)
         if count := jobs.count():
-            note = cancelling_running(JobsConfig.load(using).hard_kill_after)
-            write(f"{count} of them {'was' if count == 1 else 'were'} running. {note}")
+            hard_kill_after = JobsConfig.load(using).hard_kill_after
+            write(cancelling_running(count, hard_kill_after, done=True))
     return status

@@ -28,12 +28,14 @@ from jobs.cli import arguments, verb
 from jobs.cli.ids import one_job
 from jobs.cli.text import Write, terminal_safe
 from jobs.cli.verb import ID_HELP, OK, Options, Verbs
-from jobs.history import Entry
+from jobs.history import Entry, Outcome
+from jobs.history_actions import is_action
 from jobs.holding import Holders
 from jobs.job_ids import IdPrefix
 from jobs.models import Job
-from jobs.presentation import attempts_not_done, duration, indented_json, relative
+from jobs.presentation import attempts_not_done, indented_json, relative, took
 from jobs.registry import registry
+from jobs.waiting import Hold, Holds, describe
 
 #: Shown for an empty value.
 NONE = "-"
@@ -70,15 +72,19 @@ def show_job(
     job = one_job(ident, using=using)
     now = timezone.now()
     holders = Holders.read(using, now)
-    lines = json_lines(job, holders) if as_json else job_lines(job, holders, now)
+    holds = Holds.read(using, now).of(job, stuck=holders.stuck(job))
+    lines = json_lines(job, holders, holds) if as_json else job_lines(job, holders, now, holds)
     for line in lines:
         write(line)
     return OK
 
 
-def job_lines(job: Job, holders: Holders, now: datetime) -> list[str]:
+def job_lines(
+    job: Job, holders: Holders, now: datetime, holds: list[Hold] | None = None
+) -> list[str]:
     """The fields, each on its line, the payload (as indented JSON) and `last_error`
-    (in full) as blocks whose lines are indented; then the attempt history."""
+    (in full) as blocks whose lines are indented; what it waits for
+    (`jobs.waiting`, given `holds`); then the attempt history."""
     fields = [field.name for field in Job._meta.concrete_fields]
     width = max(len(name) for name in fields) + 1
     lines = []
@@ -87,6 +93,8 @@ def job_lines(job: Job, holders: Holders, now: datetime) -> list[str]:
         lines += _field(label, name, getattr(job, name), job, holders, now)
     handled = "registered in this project" if registry.get(job.kind) else "none in this project"
     lines.append(f"{'handler:'.ljust(width)} {handled}")
+    if holds is not None:
+        lines.append(f"{'waiting:'.ljust(width)} {terminal_safe(describe(holds, job))}")
     return lines + history_lines(job)
 
 
@@ -133,9 +141,17 @@ def history_lines(job: Job) -> list[str]:
 
 
 def entry_lines(entry: Entry) -> list[str]:
-    """One entry: its number, attempt and outcome, then its fields, indented."""
+    """One entry: its number, attempt and outcome, then its fields, indented;
+    an operator's action (`jobs.history_actions`) says when and who."""
     attempt = "no attempt" if entry.attempt is None else f"attempt {entry.attempt}"
     outcome = terminal_safe(entry.outcome.replace("_", " ")) or NONE
+    if is_action(entry):
+        when = NONE if entry.ended_at is None else stamp(entry.ended_at)
+        return [
+            f"  #{entry.number}  {outcome}",
+            f"    at:        {when}",
+            f"    what:      {terminal_safe(entry.error) or NONE}",
+        ]
     lines = [
         f"  #{entry.number}  {attempt}  {outcome}",
         f"    started:   {_when(entry)}",
@@ -154,13 +170,17 @@ def stamp(moment: datetime) -> str:
 
 
 def _when(entry: Entry) -> str:
-    """When an attempt started and how long it took."""
+    """When an attempt started and how long it took (a reclaimed one: when its
+    runner was last heard from, since its end is only when it was found)."""
     if entry.started_at is None:
         return NONE if entry.ended_at is None else f"{NONE} (ended {stamp(entry.ended_at)})"
     if entry.ended_at is None:
         return stamp(entry.started_at)
-    took = duration((entry.ended_at - entry.started_at).total_seconds())
-    return f"{stamp(entry.started_at)}, took {took}"
+    if entry.outcome == Outcome.RECLAIMED:
+        heard = f"at {stamp(entry.heard_at)}" if entry.heard_at else "not known"
+        return f"{stamp(entry.started_at)}, runner lost; last heartbeat {heard}"
+    ran = took((entry.ended_at - entry.started_at).total_seconds())
+    return f"{stamp(entry.started_at)}, took {ran}"
 
 
 def _block(text: str, indent: str) -> list[str]:
@@ -169,14 +189,16 @@ def _block(text: str, indent: str) -> list[str]:
     return [f"{indent}{terminal_safe(line.removesuffix('\r'))}" for line in lines]
 
 
-def json_lines(job: Job, holders: Holders) -> list[str]:
+def json_lines(job: Job, holders: Holders, holds: list[Hold] | None = None) -> list[str]:
     """The job as JSON: every field, `errors` as the entries (`Entry.as_json`),
     oldest first, with `error_count`, and `stuck` ("runner gone", "lease
-    expired" or "") for its holder."""
+    expired" or "") for its holder, and `waiting`: what holds it back, each
+    hold's reason and detail (`jobs.waiting`), [] when nothing does."""
     data = {field.name: getattr(job, field.name) for field in Job._meta.concrete_fields}
     data["errors"] = [entry.as_json() for entry in job.attempt_history]
     data["error_count"] = job.error_count
     data["stuck"] = holders.stuck(job)
+    data["waiting"] = [{"reason": h.reason, "detail": h.detail} for h in holds or ()]
     # JSON escapes every control character in a string: each "\n" left ends a line.
     text = json.dumps(data, cls=DjangoJSONEncoder, indent=2, sort_keys=True)
     return text.split("\n")

@@ -2,16 +2,16 @@
 
 Its own module because the numbers have grown past a table of counts: the
 running jobs split into those a live runner holds and those nobody is
-working on (`jobs.holding`), the lag counted only over kinds a live runner
-handles, with the ready jobs no live runner handles apart (adding runners of
-today's deploy would not shorten their wait), and each kind's settles of the
-last hour. The figures are `jobs.stats.collect`'s; this module only words them.
+working on (`jobs.holding`), the lag over every due job whatever holds it,
+with the queued jobs broken out by what holds them (`jobs.waiting`: a
+runner, a limit, a pause, a schedule, their run_at), the (kind, queue) pairs
+no live runner serves, and each kind's settles of the last hour. The
+figures are `jobs.stats.collect`'s; this module only words them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS
 
@@ -21,12 +21,14 @@ from jobs.cli.verb import OK, Options, Verbs
 from jobs.holding import LEASE_EXPIRED, RUNNER_GONE
 from jobs.models import LIVE_STATES, State
 from jobs.presentation import duration, relative
-from jobs.stats import Stats, collect, kinds_without_runner
+from jobs.stats import Stats, collect
+from jobs.waiting import NOUNS, REASONS, RUN_AT
 
 #: stats's help, as `--help` shows it.
 HELP = (
     "The dashboard's numbers: counts (running split into healthy and stuck), lag, "
-    "ready jobs no live runner handles, recent settles (per kind), runners."
+    "what holds the queued jobs (runner, limit, pause, schedule, run_at), "
+    "recent settles (per kind), runners."
 )
 
 
@@ -49,7 +51,7 @@ def print_stats(write: Write, *, as_json: bool = False, using: str = DEFAULT_DB_
         for line in json.dumps(stats.as_json(), indent=2, sort_keys=True).split("\n"):
             write(line)
         return OK
-    for line in stats_lines(stats, kinds_without_runner(using=using, now=stats.now)):
+    for line in stats_lines(stats):
         write(line)
     return OK
 
@@ -62,7 +64,7 @@ def _jobs(n: int) -> str:
     return "1 job" if n == 1 else f"{n} jobs"
 
 
-def stats_lines(stats: Stats, unhandled: Sequence[str] = ()) -> list[str]:
+def stats_lines(stats: Stats) -> list[str]:
     """The dashboard, as lines of text."""
     lines = [f"Jobs at {stats.now.isoformat(timespec='seconds')}"]
     lines += state_lines(stats)
@@ -72,8 +74,9 @@ def stats_lines(stats: Stats, unhandled: Sequence[str] = ()) -> list[str]:
     lines += kind_lines(stats)
     lines += runner_lines(stats)
     lines += control_lines(stats)
-    if unhandled:
-        lines.append(f"Live kinds no live runner handles: {', '.join(unhandled)}")
+    if stats.unserved:
+        pairs = ", ".join(f"{kind} in queue {queue}" for kind, queue in stats.unserved)
+        lines.append(f"Live jobs no live runner serves: {pairs}")
     return lines
 
 
@@ -109,19 +112,29 @@ def state_lines(stats: Stats) -> list[str]:
 
 
 def wait_lines(stats: Stats) -> list[str]:
-    """The lag over the kinds live runners handle, and the ready jobs no live runner handles."""
+    """The lag over every due job, and the queued jobs by what holds them."""
     lines = [
         f"Lag: {duration(stats.lag_seconds)} "
-        "(how long the oldest ready job a live runner handles has waited)"
+        "(how long the oldest due job has waited past its run_at, whatever holds it)"
         if stats.lag_seconds
-        else "Lag: none (no ready job a live runner handles is waiting)"
+        else "Lag: none (no due job is waiting)"
     ]
-    if stats.unhandled:
-        lines.append(
-            f"No live handler: {_jobs(stats.unhandled)}, "
-            f"oldest waiting {duration(stats.unhandled_wait_seconds)} "
-            "(ready, of kinds no live runner handles)"
-        )
+    held = [reason for reason in REASONS if stats.waiting.get(reason, {}).get("jobs")]
+    if held:
+        lines.append("Queued jobs, by what they wait for:")
+        rows = []
+        for reason in held:
+            counts = stats.waiting[reason]
+            oldest = counts["oldest_seconds"]
+            rows.append(
+                [
+                    f"{reason}:",
+                    _jobs(int(counts["jobs"])),
+                    f"({NOUNS[reason]})",
+                    "" if reason == RUN_AT or not oldest else f"oldest due {duration(oldest)} ago",
+                ]
+            )
+        lines += [f"  {line}".rstrip() for line in table(rows)]
     return lines
 
 

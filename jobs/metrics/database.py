@@ -1,10 +1,11 @@
 """The gauges read from the table, once per scrape.
 
-Each scrape asks the database three questions that never read settled
-history: the ready rows per queue with the oldest one's `run_at` (one pass
-over the live rows, as the dashboard counts them), the stuck rows (as
-the dashboard's "stuck"), and the runners heard from recently (a handful of
-rows). Settled history is never read.
+Each scrape asks the database what the dashboard asks, through the same
+function (`jobs.waiting.backlog`): the queued rows per queue and per what
+holds them (`jobs.waiting`), with each queue's lag over its due rows
+whatever holds them; the stuck rows (as the dashboard's "stuck"), and the
+runners heard from recently (a handful of rows). Settled history is never
+read.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Count, Min, Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from jobs.holding import Holders
-from jobs.models import LIVE_ROWS, Job, State
-from jobs.spec import DEFAULT_QUEUE
-from jobs.stats import held_by_pauses
+from jobs.models import LIVE_ROWS, Job
+from jobs.store import for_database
+from jobs.waiting import REASONS, backlog
 
 
 @dataclass
@@ -30,12 +30,14 @@ class TableGauges:
     """What the table holds at `now`."""
 
     now: datetime
-    #: Ready rows (queued, due) per queue, every queue a live row names or
-    #: `DEFAULT_QUEUE`, 0 where none is ready.
+    #: Due queued rows per queue, whatever holds them, every queue a live row
+    #: names or `DEFAULT_QUEUE`, 0 where none is due.
     ready: dict[str, int] = field(default_factory=dict)
-    #: Per queue, seconds the oldest ready row has waited past its `run_at`,
-    #: rows held back by an operator's pause left out; 0 when none waits.
+    #: Per queue, seconds the oldest due row has waited past its `run_at`,
+    #: whatever holds it; 0 when none is due.
     lag_seconds: dict[str, float] = field(default_factory=dict)
+    #: Per queue and reason (`jobs.waiting.REASONS`), the queued rows it holds.
+    waiting: dict[str, dict[str, int]] = field(default_factory=dict)
     stuck: int = 0
     live_runners: int = 0
 
@@ -44,32 +46,12 @@ def read(using: str | None = None, now: datetime | None = None) -> TableGauges:
     """The gauges on database `using` at `now`."""
     alias = using or DEFAULT_DB_ALIAS
     now = now or timezone.now()
-    live = Job.objects.using(alias).filter(LIVE_ROWS)
-    due = Q(state=State.QUEUED, run_at__lte=now)
-    gauges = TableGauges(now=now, ready={DEFAULT_QUEUE: 0}, lag_seconds={DEFAULT_QUEUE: 0.0})
-    oldest = {}
-    per_queue = live.values("queue").annotate(
-        n=Count("id", filter=due), oldest=Min("run_at", filter=due)
-    )
-    for row in per_queue.order_by("queue"):
-        gauges.ready[row["queue"]] = row["n"]
-        gauges.lag_seconds[row["queue"]] = 0.0
-        if row["oldest"] is not None:
-            oldest[row["queue"]] = row["oldest"]
-    paused = held_by_pauses(alias)
-    if paused and oldest:  # a pause hides rows from the lag: read it without them
-        oldest = dict(
-            live.filter(due)
-            .exclude(paused)
-            .values("queue")
-            .annotate(oldest=Min("run_at"))
-            .order_by()
-            .values_list("queue", "oldest")
-        )
-    for queue, first in oldest.items():
-        gauges.lag_seconds[queue] = max(0.0, (now - first).total_seconds())
+    with for_database(alias).screen_reads():
+        found = backlog(alias, now)
+    gauges = TableGauges(now=now, ready=dict(found.due), waiting=found.jobs)
+    gauges.lag_seconds = {queue: found.lag(queue) for queue in found.due}
     holders = Holders.read(alias, now)
-    gauges.stuck = live.filter(holders.stuck_rows()).count()
+    gauges.stuck = Job.objects.using(alias).filter(LIVE_ROWS).filter(holders.stuck_rows()).count()
     gauges.live_runners = len(holders.live)
     return gauges
 
@@ -93,19 +75,32 @@ class TableCollector(Collector):
             if self.close_connection:
                 connections[self.using].close()
         ready = GaugeMetricFamily(
-            "jobs_ready", "Jobs due and waiting for a runner, per queue.", labels=["queue"]
+            "jobs_ready",
+            "Jobs due and not running, per queue, whatever holds them "
+            "(jobs_waiting_jobs says what).",
+            labels=["queue"],
         )
         lag = GaugeMetricFamily(
             "jobs_queue_lag_seconds",
-            "Seconds the oldest ready job of a queue has waited past its run_at "
-            "(paused queues and kinds left out).",
+            "Seconds the oldest due job of a queue has waited past its run_at, whatever holds "
+            "it: no runner, a full limit, a pause, or only busy slots.",
             labels=["queue"],
+        )
+        waiting = GaugeMetricFamily(
+            "jobs_waiting_jobs",
+            "Queued jobs per queue by what holds them, each under the first of: schedule "
+            "(disabled), run_at (not due), pause, runner (none live serves its kind in its "
+            "queue), limit (its kind's concurrency limit is full), ready (only busy slots).",
+            labels=["queue", "reason"],
         )
         for queue, n in gauges.ready.items():
             ready.add_metric([queue], n)
             lag.add_metric([queue], gauges.lag_seconds[queue])
+            for reason in REASONS:
+                waiting.add_metric([queue, reason], gauges.waiting[queue][reason])
         yield ready
         yield lag
+        yield waiting
         yield GaugeMetricFamily(
             "jobs_stuck",
             "Running jobs nobody works on: their runner went silent or their lease expired.",

@@ -10,7 +10,8 @@ kind and queue, one histogram update per label and bucket, whatever the
 number of jobs. While a runner holds the tally, a thread of its own flushes
 every `FLUSH_EVERY_SECONDS`, so a scrape sees counts a fraction of a second
 old; with none (a web process cancelling a running job) each note is
-applied as it is made.
+applied as it is made. The same few sums, per queue, go to the dashboard's
+per-minute counts (`jobs.metrics.minutes`), which the heartbeat writes.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from django.utils import timezone
 from prometheus_client import Counter, Histogram
 
 from jobs import log
-from jobs.metrics import instruments
+from jobs.metrics import instruments, minutes
 
 
 class _Job(Protocol):
@@ -149,17 +150,26 @@ class Tally:
             nows.extend(itertools.repeat(now, len(moments)))
         for outcome, (labels_of_jobs, since, nows) in joined.items():
             labels = collections.Counter(labels_of_jobs)
+            counted: list[tuple[str, int, int]] = []
             if outcome is None:
                 for key, n in labels.items():
                     self._child(instruments.attempts_started, key).inc(n)
+                    counted.append((key[1], minutes.STARTED, n))
                 histogram, by = instruments.wait, 1
             else:
+                column = _FINISHED_COLUMNS.get(outcome)
                 for (kind, queue), n in labels.items():
                     self._child(instruments.attempts_finished, (kind, queue, outcome)).inc(n)
+                    if column is not None:
+                        counted.append((queue, column, n))
                 histogram, by = instruments.attempt_duration, 0
             spread = _spread(labels, by, labels_of_jobs, _elapsed(nows, since))
             for label, values in spread.items():
-                observe_many(self._child(histogram, (label,)), values)
+                buckets = observe_many(self._child(histogram, (label,)), values)
+                if outcome is None:  # the waits, per queue: the charts' latency
+                    counted += [(label, minutes.FIRST_WAIT + i, n) for i, n in buckets.items()]
+            if counted:  # none for notes of no job
+                minutes.minutes.add(nows[-1], counted)
 
     def _child(self, metric: Counter | Histogram, labels: tuple[str, ...]) -> Any:
         """`metric.labels(*labels)`, kept: counters' and histograms' children
@@ -194,7 +204,7 @@ def forget_runner(runner: str) -> None:
             gauge.remove(runner)
 
 
-def observe_many(child: Any, values: list[float]) -> None:
+def observe_many(child: Any, values: list[float]) -> collections.Counter[int]:
     """`child.observe(v)` for each of `values` (`child` one histogram's
     labelled child), as one update per bucket that any of them falls in.
 
@@ -202,6 +212,7 @@ def observe_many(child: Any, values: list[float]) -> None:
     and sum as `observe` would (a value goes in the first bucket whose upper
     bound it does not exceed), and falls back to one `observe` per value should
     a release change those internals (a test holds it to the one-by-one result).
+    Returns how many values fell in each bucket, by its index.
     """
     bounds = getattr(child, "_upper_bounds", None)
     buckets = getattr(child, "_buckets", None)
@@ -209,12 +220,21 @@ def observe_many(child: Any, values: list[float]) -> None:
     if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
         for value in values:
             child.observe(value)
-        return
+        return collections.Counter(map(functools.partial(bisect.bisect_left, _WAITS), values))
     per_bucket = collections.Counter(map(functools.partial(bisect.bisect_left, bounds), values))
     total.inc(sum(values))
     for index, n in per_bucket.items():
         buckets[index].inc(n)
+    return per_bucket
 
+
+#: The wait buckets with their overflow, as prometheus_client bounds them.
+_WAITS = (*instruments.WAIT_BUCKETS, float("inf"))
+#: The per-minute column each outcome counts in (none for a cancel or a release).
+_FINISHED_COLUMNS = {
+    "done": minutes.DONE,
+    **dict.fromkeys(minutes.FAILED_OUTCOMES, minutes.FAILED),
+}
 
 _kind_and_queue = operator.attrgetter("kind", "queue")
 _run_at = operator.attrgetter("run_at")

@@ -11,7 +11,7 @@ operator looking from the admin's session). Anything else is refused: 401
 for no credentials or a wrong token, 403 for a user without the permission.
 
 It serves only the gauges read from the database (`jobs_ready`,
-`jobs_queue_lag_seconds`, `jobs_stuck`, `jobs_live_runners`), which are the
+`jobs_queue_lag_seconds`, `jobs_waiting_jobs`, `jobs_stuck`, `jobs_live_runners`), which are the
 same whichever web process answers; each process's own counters are for
 the project's own exposition of prometheus_client's registry. `using`
 (a URL keyword argument) names the database alias, default "default".

@@ -26,7 +26,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Case, Q, Value, When
 
-from jobs import config, history
+from jobs import config, history, history_actions
 from jobs.models.runners import RUNNER_NAME_MAX_LENGTH
 from jobs.spec import (
     DEFAULT_PRIORITY,
@@ -246,8 +246,9 @@ class Job(models.Model):
 
     @property
     def error_count(self) -> int:
-        """How many attempts did not end done, those past the kept record included."""
-        return history.total(self.errors)
+        """How many attempts did not end done, those past the kept record
+        included; an operator's actions in the record are not attempts."""
+        return history_actions.not_done(self.errors)
 
 
 def _config_field(name: str) -> models.PositiveIntegerField[Any, Any]:
@@ -321,6 +322,7 @@ class JobsConfig(models.Model):
         return row
 
 
+from jobs.models.minutes import MinuteCount as MinuteCount  # noqa: E402
 from jobs.models.routing import Control as Control  # noqa: E402
 from jobs.models.routing import LimitedAttempt as LimitedAttempt  # noqa: E402
 from jobs.models.runners import RunnerProcess as RunnerProcess  # noqa: E402

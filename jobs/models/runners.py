@@ -20,10 +20,21 @@ class RunnerProcess(models.Model):
     takes them.
     """
 
-    #: How often a runner reports itself.
+    #: How often a runner reports itself (its presence; a claim's lease is
+    #: renewed at `heartbeat_seconds`, a config key, by another beat).
     HEARTBEAT = timedelta(seconds=5)
-    #: A runner silent this long is shown as gone: several missed heartbeats.
-    STALE_AFTER = timedelta(seconds=20)
+    #: Heartbeats a runner may miss before it is gone: one late beat is a slow
+    #: pass; a second in a row is a process that stopped.
+    MISSED_BEATS = 2
+    #: A runner silent this long is gone, at once, on every screen: it runs
+    #: nothing (its attempts wait for their leases to run out), its kinds are
+    #: handled by nobody, and it is listed apart from the live ones.
+    STALE_AFTER = MISSED_BEATS * HEARTBEAT
+    #: A gone runner's row is deleted (forgotten) this long after its last
+    #: heartbeat, by any live runner's beat (`jobs.runner.presence`): long
+    #: enough for an operator to see that it died, and why its jobs were taken
+    #: over; short enough that the list is of runners, not of past deploys.
+    FORGET_AFTER = timedelta(minutes=10)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     hostname = models.CharField(max_length=255)
@@ -77,7 +88,13 @@ class RunnerProcess(models.Model):
         return lane_label(self.lane, self.lanes)
 
     def is_gone(self, now: datetime) -> bool:
+        """Silent for `STALE_AFTER`: `MISSED_BEATS` heartbeats missed."""
         return self.heartbeat_at < now - self.STALE_AFTER
+
+    def running_now(self, now: datetime) -> int:
+        """Its attempts running now: what it last said, or 0 once it is gone
+        (whatever it ran died with it, or is another runner's by now)."""
+        return 0 if self.is_gone(now) else self.running
 
 
 def lane_label(lane: int, lanes: int) -> str:

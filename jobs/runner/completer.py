@@ -48,6 +48,7 @@ from jobs.presentation import telling_line
 from jobs.retirement import job_fields
 from jobs.runner.attempt import Attempt
 from jobs.runner.done_batch import Claiming, DoneBatch, DoneSettles
+from jobs.runner.presence import last_heard
 from jobs.runner.settle_tries import SettleTries, settles_failed
 from jobs.runner.slots import Slots
 from jobs.store import Claim, Store
@@ -139,8 +140,7 @@ class Completer:
         whose runner vanished; a failure to is logged and the attempt runs."""
         previous = attempt.previous
         assert previous is not None, "only a reclaimed attempt has one"
-        entry = history.lost_attempt(attempt.job, previous.runner, previous.started_at, now)
-        self._guarded(self._note, attempt, entry)
+        self._guarded(self._note_lost, attempt, previous.runner, previous.started_at, now)
 
     def released(self, attempt: Attempt, now: datetime) -> None:
         """The runner stops with `attempt` still running past its grace: hand the
@@ -165,6 +165,12 @@ class Completer:
             observers.finished(attempt.job, history.Outcome.RELEASED, now)
         else:
             self._lost(attempt.job, "release")
+
+    def _note_lost(
+        self, attempt: Attempt, runner: str, started_at: datetime | None, now: datetime
+    ) -> None:
+        heard = last_heard(self.store.using, runner)
+        self._note(attempt, history.lost_attempt(attempt.job, runner, started_at, now, heard))
 
     def _note(self, attempt: Attempt, entry: history.Entry) -> None:
         if not self.store.note(attempt.job, entry):

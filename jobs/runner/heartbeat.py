@@ -7,7 +7,9 @@ this runner still runs, fenced on each attempt. A runner that dies stops
 renewing, and its rows are taken by another within three heartbeats; a live
 runner's long attempt never is. Every beat (every `heartbeat_seconds`, or
 every `RunnerProcess.HEARTBEAT` with heartbeats off) also measures the
-database's clock (`jobs.clock`), by which the whole runner tells time.
+database's clock (`jobs.clock`), by which the whole runner tells time,
+and writes the process's per-minute counts (`jobs.metrics.minutes`), last
+once more as the thread ends, so a stopping runner's last jobs are charted.
 
 Its own thread and its own database connection, so nothing else can hold a
 renewal up: a loop blocked on a settle, a slow pass or a busy worker pool
@@ -40,6 +42,8 @@ from django.db import DatabaseError, connections
 from jobs import log
 from jobs.clock import DatabaseClock
 from jobs.config import JobsSettings
+from jobs.metrics.minutes import minutes
+from jobs.metrics.tally import tally
 from jobs.models import Job, RunnerProcess
 from jobs.retirement import job_fields
 from jobs.runner.attempt import RENEWALS_PER_LEASE, Attempt
@@ -110,6 +114,8 @@ class Heartbeat:
                         traceback=traceback.format_exc(),
                     )
         finally:
+            tally.flush()  # what the runner's last settles noted
+            self.save_minutes()
             connections.close_all()  # this thread's own
 
     def interval(self) -> float:
@@ -127,6 +133,22 @@ class Heartbeat:
         heartbeat = self.settings().heartbeat
         if heartbeat is not None:
             self.renew(self.clock(), heartbeat)
+        self.save_minutes()
+
+    def save_minutes(self) -> None:
+        """Write the per-minute counts; a failure is logged, and the counts
+        kept for the next beat."""
+        try:
+            minutes.save(self.store.using, self.clock())
+        except Exception as error:
+            log.event(
+                "metrics_flush_failed",
+                logging.ERROR,
+                outcome="failure",
+                error=repr(error),
+                traceback=traceback.format_exc(),
+            )
+            self._after(error)
 
     def _measured(self) -> None:
         """Read the database's clock, where this runner tells time by it; a

@@ -1,8 +1,11 @@
 """A runner's presence: a `RunnerProcess` row, heartbeated while it lives.
 
 The admin reads these rows to show who is running what, and which kinds no
-live runner handles. A runner that dies stops beating and is shown as gone;
-rows gone for over a day are cleared by the next runner that starts. Each
+live runner handles. A runner that dies stops beating and is shown as gone
+once it has missed `RunnerProcess.MISSED_BEATS` beats (`STALE_AFTER`); its
+row is deleted `RunnerProcess.FORGET_AFTER` after its last beat, by any live
+runner (at its start, then at most once every `FORGET_EVERY` of its beats).
+`last_heard` tells a reclaim when a vanished runner last beat. Each
 beat also writes how far the database's clock was from the runner's at its
 last reading (`jobs.clock`), which the runners page shows when it is large.
 """
@@ -22,8 +25,13 @@ from jobs.models import RunnerProcess, runner_name
 #: `jobs.runner.process`): the supervisor's pid, shown on the runners page.
 SUPERVISOR_PID_ENV = "JOBS_SUPERVISOR_PID"
 
-#: Rows of runners silent this long are deleted when another runner starts.
-FORGET_AFTER = timedelta(days=1)
+#: Seconds between a runner's reports of itself (`RunnerProcess.HEARTBEAT`):
+#: a wait longer than this beats first.
+BEAT = RunnerProcess.HEARTBEAT.total_seconds()
+#: Rows of runners silent this long are deleted by the live ones.
+FORGET_AFTER = RunnerProcess.FORGET_AFTER
+#: How often a live runner deletes the rows of runners gone past `FORGET_AFTER`.
+FORGET_EVERY = timedelta(minutes=1)
 
 
 class Presence:
@@ -37,6 +45,8 @@ class Presence:
         self.clock = clock
         self.lane, self.lanes = lane, lanes
         self.row: RunnerProcess | None = None
+        #: When this runner last deleted the rows of long-gone runners.
+        self.forgot_at: datetime | None = None
         #: The name the runners page shows, which its claims write on their
         #: rows (`Job.claimed_by`): known before the row is written.
         self.name = runner_name(socket.gethostname(), os.getpid(), lane, lanes)
@@ -45,9 +55,8 @@ class Presence:
         self, kinds: list[str], max_concurrent: int, queues: Sequence[str] | None = None
     ) -> None:
         now = self.clock()
-        rows = RunnerProcess.objects.using(self.using)
-        rows.filter(heartbeat_at__lt=now - FORGET_AFTER).delete()
-        self.row = rows.create(
+        self.forget_gone(now)
+        self.row = RunnerProcess.objects.using(self.using).create(
             hostname=socket.gethostname(),
             pid=os.getpid(),
             version=__version__,
@@ -83,6 +92,14 @@ class Presence:
         ):
             # Forgotten (a long pause, or deleted by hand): register again.
             self.row.save(using=self.using, force_insert=True)
+        if self.forgot_at is None or not timedelta(0) <= now - self.forgot_at < FORGET_EVERY:
+            self.forget_gone(now)
+
+    def forget_gone(self, now: datetime) -> None:
+        """Delete the rows of runners silent for `FORGET_AFTER` (never this
+        one's: it beats); one statement, at most once every `FORGET_EVERY`."""
+        self.forgot_at = now
+        RunnerProcess.objects.using(self.using).filter(heartbeat_at__lt=now - FORGET_AFTER).delete()
 
     def clock_offset_ms(self) -> int | None:
         """The database clock's lead over the runner's at its last reading, in
@@ -95,6 +112,19 @@ class Presence:
         if self.row is not None:
             RunnerProcess.objects.using(self.using).filter(pk=self.row.pk).delete()
             self.row = None
+
+
+def last_heard(using: str, name: str | None) -> datetime | None:
+    """When the runner named `name` (as `Job.claimed_by` holds it) last beat,
+    or None once its row is forgotten (or for no name). For a reclaim: rare,
+    so one more read of the few runner rows is nothing."""
+    if not name:
+        return None
+    hostname = name.partition(":")[0]
+    for row in RunnerProcess.objects.using(using).filter(hostname=hostname):
+        if row.name == name:
+            return row.heartbeat_at
+    return None
 
 
 def supervisor_pid() -> int | None:

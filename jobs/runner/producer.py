@@ -15,6 +15,7 @@ wake-up and the claim: each is a round trip a new job would wait for.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -39,7 +40,7 @@ from jobs.runner.heartbeat import Heartbeat
 from jobs.runner.maintenance import Debts, Upkeep, apply_config_change, recover_all
 from jobs.runner.pass_report import PassReport
 from jobs.runner.pool import WorkerPool, forget_queries
-from jobs.runner.presence import Presence
+from jobs.runner.presence import BEAT, Presence
 from jobs.runner.slots import Slots
 from jobs.runner.ticker import ConfigTicker
 from jobs.runner.watch import Watch
@@ -224,9 +225,12 @@ class Runner:
             self.doorbell.clear()
             self.completer.settle_batch(self.clock())
             self._keep_watch(self.clock())
+            # Still here, running its attempts: not to be shown gone meanwhile.
+            with contextlib.suppress(DatabaseError, InterfaceError):  # the next beat tells
+                self.presence.beat(len(self.in_flight()), self.slots.share(self._current))
             if self.in_flight():
                 self.doorbell.wait(
-                    min(remaining, self.watch.wait_seconds(self.clock(), self._current))
+                    min(remaining, self.watch.wait_seconds(self.clock(), self._current), BEAT)
                 )
         tally.flush()
         left = self.in_flight()

@@ -301,6 +301,12 @@ class Store:
         """
         raise NotImplementedError
 
+    def note_action(self, job_id: uuid.UUID, entry: history.Entry) -> bool:
+        """Append `entry` (an operator's action) to the row's attempt record,
+        the row locked for it; False if there is no such row. Run it in the
+        transaction of the action it notes, so both are written or neither."""
+        raise NotImplementedError
+
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
         """Queue a failed or cancelled row again at `now` with a fresh attempt
         budget. An `abandon` still owed is owed no more: the retirement it was
@@ -352,6 +358,13 @@ class Store:
         """Each common value of `state` with the share of rows that hold it, as the
         statistics last saw them; None where there are none."""
         return None
+
+    @contextmanager
+    def screen_reads(self) -> Iterator[None]:
+        """The reads of a screen (the dashboard, `jobs stats`, a scrape), each
+        a small aggregate over an index range, under whatever setting keeps
+        such reads cheap on this database (none here)."""
+        yield
 
     # -- connections (`jobs.runner.connection_budget` uses these) -------------
 

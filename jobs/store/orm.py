@@ -274,6 +274,13 @@ class OrmStore(Store):
         job.errors, job.abandon_owed_at = errors, now
         return job
 
+    def note_action(self, job_id: uuid.UUID, entry: history.Entry) -> bool:
+        jobs = Job.objects.using(self.using).filter(id=job_id)
+        job = jobs.select_for_update().only("id", "errors").first()
+        if job is None:
+            return False
+        return bool(jobs.update(errors=history.appended(job.errors, entry)))
+
     def requeue(self, job_id: uuid.UUID, now: datetime) -> bool:
         rows = Job.objects.using(self.using).filter(
             id=job_id, state__in=[State.FAILED, State.CANCELLED]

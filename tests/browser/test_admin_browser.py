@@ -221,7 +221,7 @@ def five_attempts(now: datetime) -> list[dict[str, object]]:
     return stored
 
 
-def test_a_jobs_page_shows_its_five_attempts_newest_first_with_times_to_the_second(
+def test_a_jobs_page_shows_its_five_attempts_newest_first_with_times_to_the_millisecond(
     live_server, transactional_db
 ):
     """The job page as an operator reads it after an incident, saved as a screenshot."""
@@ -251,10 +251,10 @@ def test_a_jobs_page_shows_its_five_attempts_newest_first_with_times_to_the_seco
         numbers = table.locator("tbody tr td:first-child").all_inner_texts()
         assert numbers == ["5", "4", "3", "2", "1"], "five attempts, newest first"
         started = table.locator("tbody tr td:nth-child(4)").all_inner_texts()
-        assert started == [stamp(e.started_at) for e in reversed(entries) if e.started_at], (
-            "each attempt's start, to the second, with the zone"
-        )
-        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", t) for t in started)
+        assert started == [
+            stamp(e.started_at, ms=True) for e in reversed(entries) if e.started_at
+        ], "each attempt's start, to the millisecond, with the zone"
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", t) for t in started)
         traceback = table.locator("details pre")
         assert not traceback.is_visible(), "a traceback is folded until asked for"
         table.locator("details summary").click()

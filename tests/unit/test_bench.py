@@ -239,6 +239,14 @@ def test_instructions_runs_only_when_named_since_it_needs_valgrind_and_minutes()
     assert parser().parse_args(["--part", "instructions", "--check"]).check is True
 
 
+def test_the_dashboard_part_runs_only_when_named_since_it_writes_10_million_rows_first():
+    assert "dashboard" in CHOICES
+    assert "dashboard" not in PARTS, "a plain `benchjobs` does not write 10 million rows"
+    options = parser().parse_args(["--part", "dashboard", "--dashboard-settled", "1000"])
+    assert options.dashboard_settled == 1000
+    assert parser().parse_args([]).dashboard_settled == 10_000_000, "issue 36's size"
+
+
 def test_benchjobs_refuses_a_budget_check_without_the_instructions_part():
     with pytest.raises(CommandError, match="--part instructions"):
         call_command("benchjobs", "--part", "drain", "--check")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from jobs import signals, tracing
 from jobs.admin.attempts import _TONES
 from jobs.history import Outcome
+from jobs.history_actions import Action
 
 
 def test_the_signal_tells_every_outcome_but_a_reclaim_in_the_order_it_always_did():
@@ -21,7 +22,7 @@ def test_a_span_is_an_error_for_the_outcomes_that_are_failures_and_no_others():
 
 
 def test_every_outcome_the_record_keeps_has_a_badge_of_its_own():
-    recorded = set(Outcome) - {Outcome.DONE}
+    recorded = (set(Outcome) - {Outcome.DONE}) | set(Action)
     assert set(_TONES) == recorded, "no recorded outcome falls back to a borrowed colour"
 
 

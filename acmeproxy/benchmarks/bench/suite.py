@@ -19,7 +19,9 @@ from django.utils import timezone
 
 from acmeproxy.benchmarks.bench import (
     budget,
+    bulk,
     ceiling,
+    dashboard,
     drains,
     enqueue,
     instructions,
@@ -46,8 +48,10 @@ PARTS = (
     "scale",
 )
 #: Parts that run only when named: `instructions` needs valgrind and counts
-#: for minutes, and answers a different question (has the cost crept?).
-ON_REQUEST = ("instructions",)
+#: for minutes, and answers a different question (has the cost crept?);
+#: `bulk` answers issue 36's rule for operators' bulk actions, not the runner's;
+#: `dashboard` writes 10 million rows first.
+ON_REQUEST = ("instructions", "bulk", "dashboard")
 #: Every name `--part` accepts.
 CHOICES = (*PARTS, *ON_REQUEST)
 
@@ -71,6 +75,10 @@ class Sizes:
     repeat: int = 1
     #: Jobs each instructions measure divides by: the budget's fixed workload.
     instruction_jobs: int = 2_000
+    #: Failed jobs the bulk part retries and redrives (beside as many done ones).
+    bulk_rows: int = 100_000
+    #: Settled rows beside the dashboard (issue 36's 10 million).
+    dashboard_settled: int = 10_000_000
 
 
 @dataclass
@@ -156,6 +164,12 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
         results.append(
             scale.claim_against_history(sizes.samples, sizes.settled, sizes.settled // 10)
         )
+    if "bulk" in parts:
+        progress("bulk")
+        results += bulk.measured(sizes.bulk_rows, sizes.jobs)
+    if "dashboard" in parts:
+        progress("dashboard")
+        results.append(dashboard.answer_time(sizes.dashboard_settled))
     verdicts: list[Verdict] = []
     if "instructions" in parts:
         progress("instructions (callgrind)")

@@ -16,7 +16,8 @@ from jobs.cli.verb import EXIT_STATUS, HelpFormatter
 
 class Command(BaseCommand):
     help = (
-        "Browse and operate the job queue: list, show, retry, cancel, run-now, enqueue, "
+        "Browse and operate the job queue: list, show, retry, cancel, run-now, dead, redrive, "
+        "enqueue, "
         "pause, resume, limit, schedules, stats."
     )
     # Django's checks query the database before `handle` runs; an operator

@@ -242,6 +242,17 @@ class PostgreSQLStore(OrmStore):
             return None
         return dict(zip(found[0], found[1], strict=True))
 
+    @contextlib.contextmanager
+    def screen_reads(self) -> Iterator[None]:
+        """In one transaction, without JIT (`sql.NO_JIT_SQL`)."""
+        with transaction.atomic(using=self.using):
+            with self.connection.cursor() as cursor:
+                cursor.execute(sql.NO_JIT_SQL)
+                [previous, _] = cursor.fetchone()
+            yield  # a failure rolls the transaction (or savepoint) back, and the setting with it
+            with self.connection.cursor() as cursor:
+                cursor.execute(sql.JIT_BACK_SQL, [previous])
+
     def connection_room(self) -> ConnectionRoom:
         with self.connection.cursor() as cursor:
             cursor.execute(sql.CONNECTION_ROOM_SQL)

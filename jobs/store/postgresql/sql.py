@@ -139,6 +139,14 @@ NOTIFY_SQL = f"SELECT pg_notify('{WAKEUP_CHANNEL}', %s)"
 #: Subscribe a connection to the channel.
 LISTEN_SQL = f"LISTEN {WAKEUP_CHANNEL}"
 
+#: A screen's reads without JIT, for their transaction: the planner costs an
+#: hour's range of a 10-million-row table past `jit_above_cost`, and compiling
+#: took 70 ms where the aggregate itself took 25 (`Store.screen_reads`).
+#: Answers the setting it replaced, which `JIT_BACK_SQL` puts back after
+#: (within a caller's own transaction, a savepoint would keep it off).
+NO_JIT_SQL = "SELECT current_setting('jit'), set_config('jit', 'off', true)"
+JIT_BACK_SQL = "SELECT set_config('jit', %s, true)"
+
 #: The job table's row count as ANALYZE (or autovacuum) last saw it; -1 or
 #: NULL when never analysed. Reads one catalogue row, scans nothing.
 ROW_ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('jobs_job')"

@@ -38,13 +38,13 @@ SCRIPT = "<script>alert(1)</script>"
 
 def listed_keys(page: str) -> set[str]:
     """The keys the job list shows, read from the links to each job's page."""
-    return set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', page))
+    return set(re.findall(r'<th class="field-key_shown"><a href="[^"]+">([^<]*)</a>', page))
 
 
 def row_of(page: str, key: str) -> str:
     """The job list's row for the job with `key`."""
     for row in rows(page):
-        if '<th class="field-key"><a' in row and f">{escape(key)}</a>" in row:
+        if '<th class="field-key_shown"><a' in row and f">{escape(key)}</a>" in row:
             return row
     raise AssertionError(f"no row for {key!r} in the list")
 
@@ -102,8 +102,10 @@ def test_the_list_shows_which_runner_claimed_each_job(admin_client):
     make_job("held", state=State.RUNNING, claimed_by=runner.name)
     make_job("waiting")
     page = changelist(admin_client)
-    assert re.search(rf'class="field-claimed_by">{runner.name}<', row_of(page, "held"))
-    assert 'class="field-claimed_by">—<' in row_of(page, "waiting"), "an unclaimed job: a dash"
+    assert re.search(rf'class="field-claimed_by_shown">{runner.name}<', row_of(page, "held"))
+    assert 'class="field-claimed_by_shown">—<' in row_of(page, "waiting"), (
+        "an unclaimed job: a dash"
+    )
 
 
 def runner_reads(client: Client) -> int:
@@ -316,6 +318,8 @@ SHOWN_AS = {
     "result": "result_json",
     "errors": "attempt_history_table",
     "claimed_by": "claimed_by_holder",
+    "kind": "kind_shown",
+    "key": "whole_key",
 }
 
 
@@ -365,10 +369,10 @@ def test_the_job_page_shows_every_time_to_the_second_with_the_zone(admin_client,
         local = f"{moment.astimezone(ZoneInfo('Asia/Tokyo')):%Y-%m-%d %H:%M:%S} JST"
         assert f">{local}<" in field_row(page, f"{name}_shown"), f"{name} reads {local}"
     table = page.split('class="jobs-history"')[1]
-    assert "<td>2026-03-04 13:05:54 JST</td>" in table, (
-        "the attempt's start is to the second, in the site's zone"
+    assert "<td>2026-03-04 13:05:54.000 JST</td>" in table, (
+        "the attempt's start is to the millisecond, in the site's zone"
     )
-    assert "<td>2026-03-04 13:07:06 JST</td>" in table, "so is its end"
+    assert "<td>2026-03-04 13:07:06.000 JST</td>" in table, "so is its end"
     assert not re.search(r"\d [ap]\.m\.", page), "no time is left in Django's own format"
 
 
@@ -449,8 +453,9 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(
     with django_capture_on_commit_callbacks(execute=True):  # abandon runs once it commits
         response = act(admin_client, "cancel", queued, post="yes")
     row = reload(queued)
-    assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by ops")
-    assert list(Abandonment.objects.values_list("key", "reason")) == [("k", "cancelled by ops")], (
+    assert (row.state, row.last_error) == (State.CANCELLED, "cancelled by admin:ops")
+    reasons = list(Abandonment.objects.values_list("key", "reason"))
+    assert reasons == [("k", "cancelled by admin:ops")], (
         "abandon is called once, with a reason naming who cancelled"
     )
     assert messages_of(response) == ["Cancel: 1 job cancelled."]

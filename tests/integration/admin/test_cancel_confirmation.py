@@ -1,6 +1,7 @@
 """Cancel asks first: a page lists what it would touch and what it would skip, and
-only that page's "Yes" writes, from the job list (selected rows or every row
-the filters match) and from a job's own page alike.
+only that page's "Yes" writes, from the job list's selected rows and from a
+job's own page alike (every row the filters match is counted and confirmed by
+number instead: tests/integration/admin/test_admin_bulk.py).
 
 Each confirmation is posted back exactly as its page's form holds it: the
 form's URL and hidden fields, read from the HTML.
@@ -106,30 +107,6 @@ def test_only_the_confirmed_post_cancels(admin_client, django_capture_on_commit_
         "Cancel: 1 job cancelled.",
         "Cancel: skipped 1 job, nothing written for it: done, not queued or running (1).",
     ]
-
-
-def test_cancel_of_every_job_the_filters_match_confirms_them_all_then_cancels_them(admin_client):
-    matching = [make_job(f"a-{n}", kind="kind.a") for n in range(3)]
-    other = make_job("b-1", kind="kind.b")
-    url = f"{reverse(CHANGELIST)}?kind=kind.a"
-    page = ask(
-        admin_client,
-        url,
-        action="cancel",
-        index=0,
-        select_across=1,
-        _selected_action=[str(matching[0].id)],  # the page's boxes, as the list's script sends
-    )
-    touch = section(page, "touch")
-    assert [f">{job.key}</td>" in touch for job in matching] == [True] * 3, "all three listed"
-    assert ">b-1</td>" not in page, "a job the filter does not match is not listed"
-    assert states(*matching) == ["queued"] * 3, "nothing written yet"
-    form_url, fields = form_of(page)
-    assert form_url == url, "the confirmation posts back to the filtered list"
-    assert fields["select_across"] == ["1"]
-    admin_client.post(form_url, fields, follow=True)
-    assert states(*matching) == ["cancelled"] * 3, "every matching job is cancelled"
-    assert states(other) == ["queued"], "the job outside the filter is untouched"
 
 
 def test_cancel_from_a_jobs_own_page_asks_first_then_returns_there_once_confirmed(admin_client):

@@ -53,3 +53,24 @@ def test_cancelling_only_queued_jobs_says_nothing_of_handlers(admin_client):
 
     assert "Cancel 2 jobs" in page
     assert "running handler" not in page, "no note where no handler runs"
+
+
+def test_cancelling_every_job_the_filters_match_says_it_too_when_some_are_running(
+    admin_client: Client, configure
+):
+    configure(hard_kill_after=45)
+    jobs = [make_job("r-1", state=State.RUNNING), make_job("r-2", state=State.RUNNING)]
+    response = admin_client.post(
+        reverse("admin:jobs_job_changelist"),
+        {
+            "action": "cancel",
+            "index": 0,
+            "select_across": 1,
+            "_selected_action": [str(job.id) for job in jobs],
+        },
+    )
+    page = response.content.decode()
+
+    assert response.templates[0].name == "admin/jobs/job/bulk_confirmation.html"
+    assert "2 of them are running. Cancelling does not stop a running handler" in page
+    assert "45 s past its budget (hard_kill_after)" in page

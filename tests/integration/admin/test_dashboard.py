@@ -13,9 +13,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import RunnerProcess, State
+from jobs.models import MinuteCount, RunnerProcess, State
 from tests.factories import make_job
-from tests.integration.admin.support import changelist, make_runner, rows
+from tests.integration.admin.support import as_read, changelist, make_runner, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -72,10 +72,11 @@ def test_the_dashboard_shows_the_queues_numbers_to_a_viewer(viewer_client):
 
 
 def test_the_dashboard_draws_the_last_hours_throughput_as_an_accessible_svg(admin_client):
-    make_job("d", state=State.DONE, finished_at=timezone.now() - timedelta(minutes=1))
+    minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=1)
+    MinuteCount.objects.create(minute=minute, queue="default", runner="h:1", started=1, done=1)
     page = dashboard(admin_client)
-    assert '<svg class="jobs-chart"' in page, "the chart is inline SVG"
-    assert '<title id="jobs-chart-title">' in page, "the chart has a title for screen readers"
+    assert '<svg class="jobs-chart jobs-chart-counts"' in page, "the chart is inline SVG"
+    assert '<title id="jobs-counts-title-1">' in page, "the chart has a title for screen readers"
     assert 'class="jobs-bar-done"' in page, "the done job is drawn as a bar"
     content = page.split('<div id="content-main">')[1]
     assert "<script" not in content, "the dashboard itself needs no JavaScript"
@@ -118,11 +119,13 @@ def test_the_runner_list_shows_each_child_of_a_supervisor_under_its_pid_grouped_
     make_runner("a-host", ["a"], pid=11, supervisor_pid=800)
     make_runner("b-host", ["a"], pid=10, supervisor_pid=900)
     make_runner("c-host", ["a"], pid=5)
-    page = admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    page = as_read(
+        admin_client.get(reverse("admin:jobs_runnerprocess_changelist")).content.decode()
+    )
 
     listed = [
         re.findall(
-            r'class="field-hostname">(?:<a [^>]*>)?([^<]*)<.*?class="field-pid_shown">(\d+)'
+            r'class="field-host">(?:<a [^>]*>)?([^<]*)<.*?class="field-pid_shown">(\d+)'
             r'(?:<br><span class="jobs-quiet jobs-supervisor">supervisor (\d+)</span>)?',
             row,
         )[0]
@@ -178,16 +181,20 @@ def kind_row(page: str, kind: str) -> dict[str, str]:
     return dict(re.findall(r'class="jobs-num jobs-kind-(\w+)">([^<]*)<', row))
 
 
-def test_the_lag_is_the_wait_of_ready_jobs_that_live_runners_handle(admin_client):
+def test_the_lag_is_the_wait_of_the_oldest_due_job_whatever_holds_it(admin_client):
     now = timezone.now()
     make_runner("worker", ["handled"])
     make_job("handled-1", kind="handled", run_at=now - timedelta(minutes=7, seconds=5))
     make_job("orphaned-1", kind="orphaned", run_at=now - timedelta(hours=3))
-    tag, text = tile(dashboard(admin_client), "lag")
-    assert text == "7 min queue lag: the wait of ready jobs that live runners handle", (
-        "the lag counts the handled job's 7 minutes, not the 3 hours of one nobody can run"
+    page = dashboard(admin_client)
+    tag, text = tile(page, "lag")
+    assert text == "3 h queue lag: the wait of the oldest due job", (
+        "the lag counts the 3 hours of the job nobody can run, not only the handled one's"
     )
     assert "jobs-alarm" in tag
+    waiting = re.search(r'<tr class="jobs-waiting-runner">(.*?)</tr>', page, re.S)
+    assert waiting is not None, "the jobs held for want of a runner are broken out"
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", waiting.group(1)) == ["1", "3 h ago"]
 
 
 def test_ready_jobs_no_live_runner_handles_are_their_own_tile(admin_client):
@@ -200,12 +207,12 @@ def test_ready_jobs_no_live_runner_handles_are_their_own_tile(admin_client):
     make_job("nobody-later", kind="nobody", run_at=now + timedelta(hours=1))  # not ready
     page = dashboard(admin_client)
     tag, text = tile(page, "unhandled")
-    assert text == "2 jobs no live handler: 2 jobs, oldest waiting 10 min"
+    assert text == "2 jobs waiting for a runner: oldest due 10 min ago"
     assert "jobs-alarm" in tag, "jobs nobody can run are an alarm"
     url = re.search(r'href="([^"]+)"', tag)
     assert url is not None, "the tile links to the jobs"
-    listed = admin_client.get(html.unescape(url.group(1))).content.decode()
-    assert set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', listed)) == {
+    listed = as_read(admin_client.get(html.unescape(url.group(1))).content.decode())
+    assert set(re.findall(r'<th class="field-key_shown"><a href="[^"]+">([^<]*)</a>', listed)) == {
         "dead-1",
         "nobody-1",
         "nobody-later",
@@ -229,8 +236,8 @@ def test_running_is_shown_as_healthy_running_with_the_stuck_apart(admin_client):
     assert "jobs-alarm" in tag, "stuck jobs are shown in red"
     url = re.search(r'href="([^"]+)"', tag)
     assert url is not None, "the stuck figure links to the jobs"
-    listed = admin_client.get(html.unescape(url.group(1))).content.decode()
-    assert set(re.findall(r'<th class="field-key"><a href="[^"]+">([^<]*)</a>', listed)) == {
+    listed = as_read(admin_client.get(html.unescape(url.group(1))).content.decode())
+    assert set(re.findall(r'<th class="field-key_shown"><a href="[^"]+">([^<]*)</a>', listed)) == {
         "orphan",
         "expired",
     }, "the link is the job list's stuck filter"

@@ -167,3 +167,42 @@ def test_the_enqueue_part_logs_only_its_debug_figures_inserts_and_leaves_debug_a
     logged = sum("INSERT" in query["sql"] for query in connection.queries) - quiet
 
     assert (quiet, logged, settings.DEBUG) == (0, 3, True)
+
+
+def test_the_bulk_part_retries_redrives_and_drains_beside_them_leaving_no_row_behind():
+    """`benchjobs --part bulk`, run only when named: its figures, and issue 36's
+    rule read off them (one batch a transaction at most)."""
+    from dataclasses import replace
+
+    report = run(["bulk"], replace(TINY, bulk_rows=60), progress=lambda _: None)
+    found = {r.key: r for r in report.results}
+    assert set(found) == {
+        "bulk_retry",
+        "dead_letters",
+        "redrive",
+        "bulk.drain_alone",
+        "bulk.drain_beside",
+    }
+    assert found["bulk_retry"].numbers["rows"] == 60
+    assert found["bulk_retry"].numbers["largest_transaction_rows"] <= 1_000
+    assert found["dead_letters"].numbers["groups"] == 1
+    assert found["bulk.drain_beside"].numbers["bulk_touched"] == 60
+    assert not Job.objects.filter(kind__startswith="bulkbench.").exists(), "no bulk row is left"
+
+
+def test_the_dashboard_part_times_the_page_on_postgresql_and_keeps_only_its_history():
+    """Issue 36's 10 million rows take minutes to write: a rerun reuses them,
+    and everything else the part wrote (the backlog, runners, counts) goes."""
+    report = run(["dashboard"], Sizes(dashboard_settled=300), progress=lambda _: None)
+    [result] = [r for r in report.results if r.key == "dashboard"]
+
+    if connection.vendor != "postgresql":
+        assert result.skipped is not None
+        assert "PostgreSQL" in result.skipped, "it says why"
+        return
+    assert result.numbers["median_ms"] > 0
+    assert result.numbers["settled_rows"] == 300
+    kept = Job.objects.filter(kind__startswith="bench.dashboard")
+    assert kept.count() == 300, "the history is kept for a rerun"
+    assert not kept.filter(live=True).exists(), "the backlog is deleted"
+    kept.delete()

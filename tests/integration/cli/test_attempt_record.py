@@ -347,7 +347,7 @@ def test_stats_shows_a_plain_running_count_when_no_running_job_is_stuck():
     assert "stuck" not in output
 
 
-def test_stats_lag_is_the_wait_of_ready_jobs_live_runners_handle():
+def test_stats_lag_is_the_wait_of_the_oldest_due_job_whatever_holds_it():
     runner("web-1", kinds=["test.record"])
     now = timezone.now()
     make_job("handled", kind="test.record", run_at=now - timedelta(minutes=2))
@@ -355,11 +355,12 @@ def test_stats_lag_is_the_wait_of_ready_jobs_live_runners_handle():
 
     output = jobs("stats")[1]
 
-    lag = r"^Lag: 2m \(how long the oldest ready job a live runner handles has waited\)$"
-    assert re.search(lag, output, re.M), "the job no live runner handles, 3h old, is not the lag"
+    lag = r"^Lag: 3h \(how long the oldest due job has waited past its run_at, whatever holds it\)$"
+    assert re.search(lag, output, re.M), "the job no live runner handles, 3h old, is the lag"
+    assert re.search(r"^  runner: +1 job +\(a runner\) +oldest due 3h ago$", output, re.M), output
 
 
-def test_stats_says_how_many_ready_jobs_have_no_live_handler_and_the_oldest_wait():
+def test_stats_says_how_many_due_jobs_wait_for_a_runner_and_the_oldest_wait():
     runner("web-1", kinds=["test.record"])
     runner("web-2", gone=True, kinds=["test.sleep"])
     now = timezone.now()
@@ -368,15 +369,17 @@ def test_stats_says_how_many_ready_jobs_have_no_live_handler_and_the_oldest_wait
 
     output = jobs("stats")[1]
 
-    assert re.search(r"^No live handler: 2 jobs, oldest waiting 3h\b", output, re.M), output
-    assert re.search(r"^Lag: none \(no ready job a live runner handles is waiting\)$", output, re.M)
+    assert re.search(r"^  runner: +2 jobs +\(a runner\) +oldest due 3h ago$", output, re.M), output
+    assert "Live jobs no live runner serves: test.sleep in queue default" in output
 
 
-def test_stats_prints_no_live_handler_line_when_every_ready_job_has_one():
+def test_stats_prints_no_waiting_for_a_runner_line_when_every_due_job_is_served():
     runner("web-1", kinds=["test.record"])
     make_job("k1", kind="test.record")
 
-    assert "No live handler" not in jobs("stats")[1]
+    output = jobs("stats")[1]
+    assert "runner:" not in output
+    assert "no live runner serves" not in output
 
 
 def test_stats_shows_each_kinds_done_and_failed_in_the_last_hour():

@@ -29,3 +29,16 @@ def test_cancelling_a_running_job_reports_then_says_a_hung_handler_ends_with_its
 
 def test_cancelling_queued_jobs_only_prints_the_report_alone():
     assert jobs("cancel", str(make_job("q-1").id)) == (0, "1 touched\n")
+
+
+def test_cancel_by_filter_says_it_with_the_count_before_anything_is_confirmed(configure):
+    configure(hard_kill_after=45)
+    running = make_job("r-1", state=State.RUNNING)
+
+    status, output = jobs("cancel", "--kind", running.kind, "--dry-run")
+
+    count, note, dry = output.splitlines()
+    assert count.startswith("Cancel 1 job matching"), "the count comes first"
+    assert (status, dry) == (0, "Dry run: nothing changed."), output
+    assert note.startswith("1 of them is running. Cancelling does not stop a running handler")
+    assert "45 s past its budget (hard_kill_after)" in note

@@ -344,7 +344,7 @@ def test_stats_prints_the_dashboards_counts_lag_recent_settles_slowest_kinds_and
     assert slowest[1].split()[:2] == ["test.record", "4.000"]
     runner = r"web-1:4242\s+0\.1\.0\s+running 1/8\s+heartbeat now\s+kinds: test\.record"
     assert re.search(runner, output), "each runner shows its load, heartbeat and kinds"
-    assert "Live kinds no live runner handles: " not in output, "the one live kind is handled"
+    assert "no live runner serves" not in output, "the one live kind is served in its queue"
 
 
 def test_stats_names_the_lane_of_each_runner_a_laned_process_reports():
@@ -369,13 +369,13 @@ def test_stats_names_the_lane_of_each_runner_a_laned_process_reports():
     assert re.search(r"web-1:4242 lane 1 of 2\s+0\.1\.0\s+running 0/4", output), output
 
 
-def test_stats_says_so_when_no_runner_is_running_and_which_kinds_wait_for_one():
+def test_stats_says_so_when_no_runner_is_running_and_which_kinds_and_queues_wait_for_one():
     make_job("q1", kind="test.sleep")
 
     output = jobs("stats")[1]
 
     assert "Runners: none" in output
-    assert "Live kinds no live runner handles: test.sleep" in output
+    assert "Live jobs no live runner serves: test.sleep in queue default" in output
 
 
 def test_stats_json_prints_stats_as_json_for_scripts():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from django.contrib.auth.models import User
@@ -87,14 +88,14 @@ def test_a_valid_change_is_saved(admin_client):
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"max_concurrent": 0}, "greater than or equal to 1"),
-        ({"poll_interval_ms": 0}, "greater than or equal to 1"),
-        ({"max_attempts": 0}, "greater than or equal to 1"),
-        ({"lease_seconds": 0}, "greater than or equal to 1"),
-        ({"max_concurrent": 100_000}, "less than or equal to 1000"),
-        ({"poll_interval_ms": 10_000_000}, "less than or equal to 3600000"),
+        ({"max_concurrent": 0}, "max_concurrent must be between 1 and 1000."),
+        ({"poll_interval_ms": 0}, "poll_interval_ms must be between 1 and 3600000."),
+        ({"max_attempts": 0}, "max_attempts must be between 1 and 1000."),
+        ({"lease_seconds": 0}, "lease_seconds must be between 1 and 86400."),
+        ({"max_concurrent": 100_000}, "max_concurrent must be between 1 and 1000."),
+        ({"poll_interval_ms": 10_000_000}, "poll_interval_ms must be between 1 and 3600000."),
         ({"retry_base_seconds": 600, "retry_max_seconds": 60}, "must not exceed the ceiling"),
-        ({"retention_days": -1}, "greater than or equal to 0"),
+        ({"retention_days": -1}, "retention_days must be between 0 and 3650."),
     ],
 )
 def test_an_invalid_value_gets_a_form_error_and_is_never_saved(admin_client, values, message):
@@ -121,3 +122,41 @@ def test_the_row_starts_from_settings_jobs_and_the_defaults(settings):
     assert row.lease_seconds == DEFAULTS.lease_seconds, "and the defaults for the rest"
     settings.JOBS = {"max_concurrent": 2}
     assert JobsConfig.load().max_concurrent == 12, "afterwards the row is the truth"
+
+
+def test_heartbeat_seconds_and_hard_kill_after_are_edited_on_the_config_page_under_failover(
+    admin_client,
+):
+    """Issue 36 found the admin could not edit these two; issue 35's declared
+    keys made the page edit every key. Proved here by name, as an operator
+    would look for them: an input each in the Failover section, and saved."""
+    page = admin_client.get(change_url()).content.decode()
+    section = page[page.index(">Failover<") :]
+    for name in ("heartbeat_seconds", "hard_kill_after"):
+        assert f'name="{name}"' in section, f"{name} has an input in the Failover section"
+    response = admin_client.post(change_url(), form(heartbeat_seconds=3, hard_kill_after=0))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    row = JobsConfig.load()
+    assert (row.heartbeat_seconds, row.hard_kill_after) == (3, 0), "both are saved"
+
+
+@pytest.mark.parametrize("key", DECLARED, ids=lambda key: key.name)
+def test_each_keys_input_allows_exactly_its_declared_bounds(admin_client, key):
+    """The browser's own check and the server's agree: an input whose `min` was
+    0 let max_concurrent=0 through to be refused by the server in other words,
+    after the browser had refused -1 with "must be >= 0"."""
+    page = admin_client.get(change_url()).content.decode()
+    field = re.search(rf'<input[^>]*name="{key.name}"[^>]*>', page)
+    assert field is not None, f"{key.name} has an input"
+    assert f'min="{key.low}"' in field.group(), f"its min is the declared {key.low}"
+    assert f'max="{key.high}"' in field.group(), f"its max is the declared {key.high}"
+
+
+@pytest.mark.parametrize("value", [-1, 0, 1001])
+def test_max_concurrent_out_of_bounds_gets_one_message_naming_the_bounds(admin_client, value):
+    response = admin_client.post(change_url(), form(max_concurrent=value))
+    errors = response.context["adminform"].form.errors["max_concurrent"]
+    assert errors == ["max_concurrent must be between 1 and 1000."], (
+        "one message, the same for every value past either bound"
+    )
+    assert JobsConfig.load().max_concurrent == DEFAULTS.max_concurrent, "nothing was saved"

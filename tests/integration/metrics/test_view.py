@@ -102,7 +102,9 @@ def test_the_right_token_reads_each_queue_s_ready_count_and_lag_the_stuck_and_th
     assert values["jobs_live_runners", ()] == 1
 
 
-def test_a_paused_queue_s_waiting_jobs_are_not_its_lag(client, token):
+def test_a_paused_queue_s_waiting_jobs_are_its_lag_and_are_said_to_wait_for_the_pause(
+    client, token
+):
     assert enqueue(JobSpec.now("view.a", "old").with_queue("mail"))
     Job.objects.filter(key="old").update(run_at=timezone.now() - timedelta(minutes=10))
     Control.objects.create(
@@ -112,7 +114,9 @@ def test_a_paused_queue_s_waiting_jobs_are_not_its_lag(client, token):
     values = gauges(client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"}).content)
 
     assert values["jobs_ready", (("queue", "mail"),)] == 1, "still ready, still counted"
-    assert values["jobs_queue_lag_seconds", (("queue", "mail"),)] == 0
+    assert values["jobs_queue_lag_seconds", (("queue", "mail"),)] == pytest.approx(600, abs=5)
+    assert values["jobs_waiting_jobs", (("queue", "mail"), ("reason", "pause"))] == 1
+    assert values["jobs_waiting_jobs", (("queue", "mail"), ("reason", "ready"))] == 0
 
 
 def test_a_token_shorter_than_the_minimum_is_refused_even_when_it_matches(client, settings):

@@ -16,7 +16,7 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from jobs import JobSpec, clock, enqueue
-from jobs.models import Job, RunnerProcess, State
+from jobs.models import Job, MinuteCount, RunnerProcess, State
 from jobs.registry import Registry
 from jobs.runner.presence import Presence
 from jobs.store import for_database
@@ -288,3 +288,19 @@ def test_a_heartbeat_that_raises_is_logged_and_the_next_one_still_renews(
         blocked.release.set()
     [failed] = events(caplog, "runner_heartbeat_failed")
     assert "a bug in one beat" in failed["error"]
+
+
+def test_a_runner_writes_its_per_minute_counts_at_its_heartbeat_while_it_runs(
+    blocked: Blocks, registry: Registry, make_runner, configure
+):
+    """The dashboard's charts are live: counts reach the table within a beat,
+    not when the runner stops."""
+    configure(heartbeat_seconds=1)
+    assert enqueue(JobSpec.now(Blocks.kind, "charted").with_queue("beat"))
+    runner = make_runner(registry=registry)
+    with running(runner):
+        assert blocked.wait_running(1)
+        assert wait_until(
+            lambda: MinuteCount.objects.filter(queue="beat", started=1).exists(), 5
+        ), "the claim is counted at the next heartbeat, while the attempt still runs"
+        blocked.release.set()

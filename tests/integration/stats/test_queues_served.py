@@ -1,7 +1,8 @@
 """A ready job counts as served only when a live runner would claim it: a handler
 for its kind and, for a runner started with `--queue`, its queue among those it
-serves. The dashboard's lag, its no-live-handler figure, `kinds_without_runner`
-and the job list's waiting-for-a-handler filter all read it so."""
+serves. The dashboard's waiting-for-a-runner figure, `unserved_pairs` and the
+job list's waiting-for-a-handler filter all read it so; the lag counts every
+due job, whatever holds it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.utils import timezone
 from jobs import controls
 from jobs.admin.filters import WaitingForHandlerFilter
 from jobs.models import Job, RunnerProcess
-from jobs.stats import collect, kinds_without_runner
+from jobs.stats import collect
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -32,16 +33,27 @@ def make_runner(hostname: str, now: datetime, queues: list[str] | None) -> Runne
     return factories.make_runner_row(hostname, ["k"], now, queues)
 
 
-def test_a_ready_job_in_a_queue_no_live_runner_serves_is_unhandled_not_lag(now):
+def test_a_due_job_in_a_queue_no_live_runner_serves_waits_for_a_runner_and_counts_in_the_lag(now):
     make_runner("mail-only", now, ["emails"])
     make_job("mail", queue="emails", run_at=now - timedelta(seconds=30))
     make_job("report", queue="reports", run_at=now - timedelta(minutes=10))
 
     stats = collect(now=now)
 
-    assert stats.lag_seconds == 30, "the lag counts only jobs a live runner would claim"
+    assert stats.lag_seconds == 10 * 60, "the lag counts every due job, served or not"
     assert (stats.unhandled, stats.unhandled_wait_seconds) == (1, 10 * 60)
-    assert kinds_without_runner(now=now) == ["k"], "its kind has live jobs nobody will claim"
+    assert stats.waiting_by_queue["reports"]["runner"]["jobs"] == 1
+    assert stats.waiting_by_queue["emails"]["ready"]["jobs"] == 1
+
+
+def test_a_runner_serving_one_queue_leaves_its_kind_unserved_in_other_queues_only(now):
+    """Runners serve (kind, queue) pairs: the runner has kind k, so k is not
+    "a kind no live runner handles"; its jobs in queue reports are unserved."""
+    make_runner("mail-only", now, ["emails"])
+    make_job("mail", queue="emails")
+    make_job("report", queue="reports")
+
+    assert collect(now=now).unserved == [("k", "reports")]
 
 
 def test_a_runner_serving_every_queue_serves_a_job_in_any_queue(now):
@@ -51,7 +63,7 @@ def test_a_runner_serving_every_queue_serves_a_job_in_any_queue(now):
     stats = collect(now=now)
 
     assert (stats.lag_seconds, stats.unhandled) == (10 * 60, 0)
-    assert kinds_without_runner(now=now) == []
+    assert stats.unserved == []
 
 
 def test_the_waiting_for_a_handler_filter_lists_jobs_in_a_queue_nobody_serves(rf):
@@ -80,8 +92,9 @@ def test_the_stats_name_the_queues_each_runner_serves(now):
 
 
 @pytest.mark.parametrize(("scope", "name"), [("queue", "reports"), ("kind", "k")])
-def test_jobs_held_by_a_pause_are_not_the_queues_lag(now, scope, name):
-    """They wait by an operator's choice; more runners would not shorten it."""
+def test_jobs_held_by_a_pause_count_in_the_lag_and_are_said_to_wait_for_the_pause(now, scope, name):
+    """They wait by an operator's choice: the lag still shows them (a pause
+    left on by mistake must not read as an empty queue), broken out as "pause"."""
     make_runner("everything", now, None)
     make_job("report", queue="reports", run_at=now - timedelta(minutes=10))
     assert collect(now=now).lag_seconds == 10 * 60
@@ -89,5 +102,7 @@ def test_jobs_held_by_a_pause_are_not_the_queues_lag(now, scope, name):
     controls.pause(scope, name, "test:operator")
 
     stats = collect(now=now)
-    assert stats.lag_seconds == 0
+    assert stats.lag_seconds == 10 * 60
+    assert stats.waiting["pause"] == {"jobs": 1, "oldest_seconds": 10 * 60}
+    assert stats.waiting["ready"]["jobs"] == 0
     assert [(c["scope"], c["name"], c["paused"]) for c in stats.controls] == [(scope, name, True)]

@@ -67,6 +67,12 @@ class Command(BaseCommand):
             help=f"History rows for scale ({defaults.settled}).",
         )
         parser.add_argument(
+            "--dashboard-settled",
+            type=_at_least_one,
+            default=defaults.dashboard_settled,
+            help=f"Settled rows beside the dashboard part ({defaults.dashboard_settled}).",
+        )
+        parser.add_argument(
             "--pgbench-scale",
             type=_at_least_one,
             default=defaults.pgbench_scale,
@@ -80,6 +86,12 @@ class Command(BaseCommand):
                 "Runs of the drain, debug, enqueue and instructions parts; "
                 "the median run is shown (1)."
             ),
+        )
+        parser.add_argument(
+            "--bulk-rows",
+            type=_at_least_one,
+            default=defaults.bulk_rows,
+            help=f"Failed jobs the bulk part retries and redrives ({defaults.bulk_rows:,}).",
         )
         parser.add_argument(
             "--check",
@@ -115,8 +127,10 @@ class Command(BaseCommand):
             enqueues=options["enqueues"],
             latency_jobs=options["latency_jobs"],
             settled=options["settled"],
+            dashboard_settled=options["dashboard_settled"],
             pgbench_scale=options["pgbench_scale"],
             repeat=options["repeat"],
+            bulk_rows=options["bulk_rows"],
         )
         report = run(parts, sizes, progress=lambda part: self.stderr.write(f"measuring {part}..."))
         if options["json"]:
