@@ -133,6 +133,8 @@ def test_a_row_retired_before_reads_with_its_telling_line_and_its_owed_abandon_i
 
     assert TOLD in listed("list", "--kind", Booms.kind), "jobs list shows the telling line"
     page = admin_client.get("/admin/jobs/job/").content.decode()
-    assert f">{TOLD}</span>" in page, "so does the admin's last error column"
+    assert f'<span class="jobs-error-line" title="{TOLD}">' in page, (
+        "so does the admin's last error column"
+    )
     assert retirement.pay(for_database(), job, handler, job.last_error, late=True)
     assert handler.abandoned == [("old", TOLD)], "a late abandon is told the line too"
