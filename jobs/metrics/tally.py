@@ -22,6 +22,7 @@ import functools
 import itertools
 import logging
 import operator
+import os
 import threading
 import traceback
 from collections.abc import Sequence
@@ -187,8 +188,19 @@ def runner_gauges(runner: str, running: int, free: int) -> None:
 
 
 def forget_runner(runner: str) -> None:
-    """A runner stopped: its gauges go with it."""
-    _runner_gauges.pop(runner, None)
+    """A runner stopped: its gauges go with it.
+
+    Under a supervisor (prometheus_client's multiprocess mode) a series
+    cannot be removed from the files (`remove` only warns so): it reads 0
+    until the process exits, when the supervisor marks it dead and its
+    live gauges leave the sums (`jobs.metrics.exposition.Children`).
+    """
+    kept = _runner_gauges.pop(runner, None)
+    if os.environ.get(instruments.MULTIPROC_ENV):
+        if kept is not None:
+            kept[0].set(0)
+            kept[1].set(0)
+        return
     for gauge in (instruments.running, instruments.slots_free):
         with contextlib.suppress(KeyError):
             gauge.remove(runner)
