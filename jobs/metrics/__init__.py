@@ -9,4 +9,13 @@
 - `exposition`: `runjobs --metrics-port`'s HTTP endpoint, one process or a
   supervisor's children summed.
 - `views`: the database gauges as a Django view, behind a permission or a token.
+
+A runner imports none of prometheus_client to start: `tally` imports the
+instruments at its first flush, after the first claim (the library is a
+tenth of a runner's start), and `exposition` what serving needs when it serves.
 """
+
+#: Where prometheus_client's multiprocess mode keeps each process's values:
+#: set in a supervisor's children, it chooses that mode as they import the
+#: library (`instruments`).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -17,10 +17,6 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-#: Where prometheus_client's multiprocess mode keeps each process's values:
-#: set in a supervisor's children, it chooses that mode as they import this.
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
 #: Attempt durations, from 5 ms to 6 hours: most jobs take milliseconds to
 #: seconds, some minutes, a few (reports, exports) hours.
 DURATION_BUCKETS = (

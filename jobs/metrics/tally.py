@@ -11,6 +11,10 @@ number of jobs. While a runner holds the tally, a thread of its own flushes
 every `FLUSH_EVERY_SECONDS`, so a scrape sees counts a fraction of a second
 old; with none (a web process cancelling a running job) each note is
 applied as it is made.
+
+prometheus_client is imported with the instruments at the first flush, not
+at import: it is a tenth of a runner's start, and a runner records nothing
+before its first claim (`jobs.metrics`).
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ import threading
 import traceback
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.utils import timezone
-from prometheus_client import Counter, Histogram
 
 from jobs import log
-from jobs.metrics import instruments
+from jobs.metrics import MULTIPROC_ENV
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Histogram
 
 
 class _Job(Protocol):
@@ -72,6 +79,8 @@ class Tally:
         self._stop.set()  # no thread yet
         self._flusher: threading.Thread | None = None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        #: Enqueues per (kind, queue) since the last flush.
+        self._enqueued: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def join(self) -> None:
         """A runner starts: its notes wait for the tally's thread."""
@@ -111,9 +120,14 @@ class Tally:
 
     def enqueued(self, rows: Sequence[Any]) -> None:
         """`rows` (with `kind` and `queue`) were queued and committed: counted
-        now, one increment per kind and queue (an enqueue is not the loop's)."""
-        for labels, n in collections.Counter(map(_kind_and_queue, rows)).items():
-            self._child(instruments.enqueued, labels).inc(n)
+        per kind and queue, at once while no runner holds the tally (a web
+        process), else at its next flush (a runner's start-up enqueues, the
+        schedules', then import nothing before its first claim)."""
+        counts = collections.Counter(map(_kind_and_queue, rows))
+        with self._lock:
+            self._enqueued.update(counts)
+        if not self._joined:
+            self.flush()
 
     def _note(self, note: Note) -> None:
         self._notes.append(note)
@@ -142,8 +156,16 @@ class Tally:
         The notes are joined first, per outcome, so that the arithmetic is
         mapped in C over every job since the last flush, not a pass's eight.
         """
+        with self._lock:
+            enqueued, self._enqueued = self._enqueued, collections.Counter()
+        notes = _take(self._notes)
+        if not notes and not enqueued:
+            return
+        instruments = _instruments()
+        for kind_and_queue, n in enqueued.items():
+            self._child(instruments.enqueued, kind_and_queue).inc(n)
         joined: dict[str | None, tuple[list[tuple[str, str]], list[Any], list[datetime]]] = {}
-        for labels_of_jobs, moments, created, now, outcome in _take(self._notes):
+        for labels_of_jobs, moments, created, now, outcome in notes:
             into, since, nows = joined.setdefault(outcome, ([], [], []))
             into.extend(labels_of_jobs)
             since.extend(moments if created is None else _later(moments, created))
@@ -176,6 +198,7 @@ def runner_gauges(runner: str, running: int, free: int) -> None:
     """A runner's slots as its pass left them (written only when they change)."""
     kept = _runner_gauges.get(runner)
     if kept is None:
+        instruments = _instruments()
         kept = _runner_gauges[runner] = [
             instruments.running.labels(runner),
             instruments.slots_free.labels(runner),
@@ -196,14 +219,22 @@ def forget_runner(runner: str) -> None:
     live gauges leave the sums (`jobs.metrics.exposition.Children`).
     """
     kept = _runner_gauges.pop(runner, None)
-    if os.environ.get(instruments.MULTIPROC_ENV):
+    if os.environ.get(MULTIPROC_ENV):
         if kept is not None:
             kept[0].set(0)
             kept[1].set(0)
         return
+    instruments = _instruments()
     for gauge in (instruments.running, instruments.slots_free):
         with contextlib.suppress(KeyError):
             gauge.remove(runner)
+
+
+def _instruments() -> ModuleType:
+    """`jobs.metrics.instruments`, imported (with prometheus_client) at first use."""
+    from jobs.metrics import instruments
+
+    return instruments
 
 
 def observe_many(child: Any, values: list[float]) -> None:

@@ -168,7 +168,9 @@ def test_under_two_processes_the_endpoint_gives_each_process_s_cpu_and_memory_by
     port = free_port()
     supervisor = supervise(2, "--metrics-port", str(port))
     wait_for_log(supervisor, "metrics_listening")
-    wait_until(lambda: len(every_child_pid(supervisor)) == 2, 20, "both children start")
+    wait_until(
+        lambda: supervisor.output().count("runner_process_ready") == 2, 30, "both children ready"
+    )
     samples = scrape(port)
     names = {"supervisor", "runner-0", "runner-1"}
     for metric in ("process_resident_memory_bytes", "process_cpu_seconds_total"):
