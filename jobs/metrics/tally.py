@@ -124,10 +124,16 @@ class Tally:
         process), else at its next flush (a runner's start-up enqueues, the
         schedules', then import nothing before its first claim)."""
         counts = collections.Counter(map(_kind_and_queue, rows))
-        with self._lock:
-            self._enqueued.update(counts)
-        if not self._joined:
-            self.flush()
+        if self._joined:
+            with self._lock:
+                self._enqueued.update(counts)
+        else:
+            self._count_enqueued(counts)
+
+    def _count_enqueued(self, counts: collections.Counter[tuple[str, str]]) -> None:
+        enqueued = _instruments().enqueued
+        for kind_and_queue, n in counts.items():
+            self._child(enqueued, kind_and_queue).inc(n)
 
     def _note(self, note: Note) -> None:
         self._notes.append(note)
@@ -162,8 +168,7 @@ class Tally:
         if not notes and not enqueued:
             return
         instruments = _instruments()
-        for kind_and_queue, n in enqueued.items():
-            self._child(instruments.enqueued, kind_and_queue).inc(n)
+        self._count_enqueued(enqueued)
         joined: dict[str | None, tuple[list[tuple[str, str]], list[Any], list[datetime]]] = {}
         for labels_of_jobs, moments, created, now, outcome in notes:
             into, since, nows = joined.setdefault(outcome, ([], [], []))
@@ -230,8 +235,11 @@ def forget_runner(runner: str) -> None:
             gauge.remove(runner)
 
 
+@functools.cache
 def _instruments() -> ModuleType:
-    """`jobs.metrics.instruments`, imported (with prometheus_client) at first use."""
+    """`jobs.metrics.instruments`, imported (with prometheus_client) at first
+    use; cached, since an import statement for a package's module costs a
+    call into importlib each time (the enqueue path calls this once a commit)."""
     from jobs.metrics import instruments
 
     return instruments
