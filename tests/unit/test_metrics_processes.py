@@ -26,8 +26,14 @@ def resident_memory_by_process(collector: ProcessesCollector) -> dict[str, float
 
 
 def test_a_child_s_series_is_served_while_it_runs_and_goes_when_it_exits():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "up\n", "the child runs (its exec is done)"
         collector = ProcessesCollector()
         collector.started(3, child.pid)
         served = resident_memory_by_process(collector)

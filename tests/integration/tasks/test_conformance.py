@@ -88,7 +88,7 @@ def test_a_task_run_by_a_runner_refreshes_to_successful_with_its_times_in_order(
 
     assert result.status == TaskResultStatus.READY, "a result object is a snapshot until refreshed"
     result.refresh()
-    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.status == TaskResultStatus.SUCCESSFUL  # type: ignore[comparison-overlap]  # refresh() changed it
     assert result.is_finished is True
     assert result.attempts == 1
     assert result.return_value == 42
@@ -111,6 +111,7 @@ def test_a_failed_task_keeps_its_exception_class_and_a_traceback_ending_in_its_m
         result.return_value  # noqa: B018
     assert result.started_at is not None
     assert result.finished_at is not None
+    assert result.enqueued_at is not None
     assert result.finished_at >= result.started_at >= result.enqueued_at
     assert result.errors[0].exception_class is ValueError
     assert result.errors[0].traceback.endswith(
@@ -315,8 +316,12 @@ def test_with_one_slot_tasks_run_by_priority_then_run_after_then_enqueue_order(
     registry.register(TaskHandler)
     make_runner(registry=registry).drain()
 
-    started = {name: tasks.add.get_result(result_id).started_at for name, result_id in ids.items()}
-    assert sorted(started, key=lambda name: started[name]) == [
+    started = {}
+    for name, result_id in ids.items():
+        moment = tasks.add.get_result(result_id).started_at
+        assert moment is not None, f"{name} ran"
+        started[name] = moment
+    assert sorted(started, key=started.__getitem__) == [
         "high, earlier",
         "high, later",
         "zero, later, first queued",
