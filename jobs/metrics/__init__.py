@@ -10,9 +10,10 @@
   supervisor's children summed.
 - `views`: the database gauges as a Django view, behind a permission or a token.
 
-A runner imports none of prometheus_client to start: `tally` imports the
-instruments at its first flush, after the first claim (the library is a
-tenth of a runner's start), and `exposition` what serving needs when it serves.
+A runner without `--metrics-port` imports none of prometheus_client before
+its first claim: `tally` imports the instruments at its first flush (the
+library was a tenth of a runner's start), and `exposition` imports what
+serving needs when an endpoint starts.
 """
 
 #: Where prometheus_client's multiprocess mode keeps each process's values:
