@@ -11,6 +11,7 @@ so `check --deploy` is clean; each may be overridden by its own variable
 """
 
 import os
+import sys
 from pathlib import Path
 
 import environ
@@ -26,7 +27,12 @@ env = environ.Env(
 
 DEBUG = env("DEBUG")
 # A development key is only acceptable while DEBUG is on; production must say.
-SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key" if DEBUG else environ.Env.NOTSET)
+# Without one, every command (and the WSGI server) stops with one line and
+# status 1, not a traceback through django-environ to say the same.
+SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key" if DEBUG else "")
+if not SECRET_KEY:
+    why = "it is empty" if "SECRET_KEY" in os.environ else "DEBUG is off: no development key"
+    sys.exit(f"acmeproxy: set the SECRET_KEY environment variable to a secret ({why})")
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 
 # HTTPS hardening. Each defaults to the secure value when DEBUG is off (what
@@ -58,6 +64,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: it answers the orders API's bad Host in JSON before anything else asks for it.
+    "acmeproxy.orders.middleware.JSONErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -139,6 +147,11 @@ ORDERS_UPSTREAM_TIMEOUT = env.float("ORDERS_UPSTREAM_TIMEOUT", default=10.0)
 # meets would grow with the machine's load (benchmarks.bench.instructions).
 if "JOBS_CONFIG_CHECK_SECONDS" in os.environ:
     JOBS_CONFIG_CHECK_SECONDS = env.float("JOBS_CONFIG_CHECK_SECONDS")
+
+# The benchmark app's kinds (bench.*) are served only when asked: `benchjobs`
+# asks, for itself and the runners it starts; the example's own runjobs serves
+# its orders alone (acmeproxy.benchmarks.jobs).
+BENCHMARK_HANDLERS = env.bool("BENCHMARK_HANDLERS", default=False)
 
 # The bearer token Prometheus sends to scrape /metrics/jobs; unset, only a
 # signed-in user with the jobs.view_job permission may read it.

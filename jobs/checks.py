@@ -29,7 +29,6 @@ from django.db import DatabaseError, connections
 
 from jobs import config
 from jobs.drivers import MissingDriver
-from jobs.metrics.views import METRICS_TOKEN_MIN_LENGTH
 from jobs.models import JobsConfig
 from jobs.registry import registry
 from jobs.schedules import plan
@@ -94,6 +93,10 @@ def check_config_row(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessag
 
 @checks.register(checks.Tags.security)
 def check_metrics_token(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    # Here, not at the top: every process imports this module at start, and
+    # the view (with its exposition) is only for the processes that serve it.
+    from jobs.metrics.views import METRICS_TOKEN_MIN_LENGTH
+
     token = getattr(settings, "JOBS_METRICS_TOKEN", "")
     if token == "" or token is None:
         return []  # no token: only users with jobs.view_job read the metrics

@@ -5,7 +5,8 @@
 `my_task.enqueue(...)` queues a job of kind `django.task` whose payload names
 the task and its JSON arguments; `runjobs` runs it with the same lease,
 backoff and attempt budget as any job. An exception in the task is a retry;
-raise `PermanentFailure` to fail at once. `get_result(id)` reads the row, so
+raise `PermanentFailure` to fail at once (as `SystemExit`, `KeyboardInterrupt`
+and a return value JSON cannot hold do). `get_result(id)` reads the row, so
 results are visible from every process.
 
 Nothing here imports the models at import time: Django's tasks check imports
@@ -20,10 +21,11 @@ taken from a row.
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import socket
 import traceback
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,20 +33,19 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+from django.tasks import TaskContext, TaskResult, task_backends
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import DEFAULT_TASK_PRIORITY, Task, TaskError
+from django.tasks.base import Task
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.tasks.signals import task_enqueued, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
-from jobs import history
 from jobs.handlers import Done, Failed, JobHandler, Outcome, Retry
-from jobs.history_actions import is_action
 from jobs.registry import register
 from jobs.spec import JSON_MAX_DEPTH, InvalidJobSpec, JobSpec, queue_name_problem, strict_json
 from jobs.storable import deeper_than
+from jobs.task_rows import TASKS, finished, raised, to_result
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -52,23 +53,9 @@ if TYPE_CHECKING:
 #: The kind every task job has.
 KIND = "django.task"
 
-#: Every task built for a JobsBackend, by module path: the only functions a
-#: runner will call.
-_TASKS: dict[str, Task[Any, Any]] = {}
-
 
 class PermanentFailure(Exception):
     """Raise from a task to fail it at once, without spending further attempts."""
-
-
-#: A row's state (`jobs.models.State`, by value) as Django names a result's status.
-_STATUS = {
-    "queued": TaskResultStatus.READY,
-    "running": TaskResultStatus.RUNNING,
-    "done": TaskResultStatus.SUCCESSFUL,
-    "failed": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
-}
 
 
 class JobsBackend(BaseTaskBackend):
@@ -95,7 +82,7 @@ class JobsBackend(BaseTaskBackend):
             # Django's own check lets any name in QUEUES through; the job's
             # queue column (and `runjobs --queue`) takes fewer.
             raise InvalidTask(f"{task.module_path}: {problem}")
-        _TASKS[task.module_path] = task
+        TASKS[task.module_path] = task
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         if not apps.is_installed("jobs"):
@@ -183,80 +170,6 @@ def _run_at(task: Task[Any, Any]) -> datetime:
     return task.run_after
 
 
-def to_result(job: Job, alias: str) -> TaskResult[Any, Any]:
-    """The `TaskResult` that a task job's row describes, its attempt record
-    (`Job.errors`, `jobs.history`) giving the errors and the workers.
-
-    `errors`: one `TaskError` per attempt that did not succeed, oldest first,
-    with the exception's class path and traceback (a timeout, a reclaim, a
-    cancel name classes of `jobs.history`). `worker_ids`: the runner of each
-    attempt, oldest first, the current or last one from `Job.claimed_by`.
-    `started_at` is the first attempt's start, `last_attempted_at` the last's.
-    A job with more than `jobs.history.MAX_ENTRIES` failed attempts keeps the
-    newest: its errors and workers start there.
-    """
-    payload = job.payload
-    # An operator's Retry or Run now is on the record, but is no task error.
-    entries = [entry for entry in job.attempt_history if not is_action(entry)]
-    workers = history.runners(entries)
-    numbered = [entry for entry in entries if entry.attempt is not None]
-    current = job.attempts > 0 and (not numbered or numbered[-1].attempt != job.attempts)
-    if current:
-        workers.append(job.claimed_by or "")
-    first = next((entry.started_at for entry in numbered if entry.started_at), None)
-    result: TaskResult[Any, Any] = TaskResult(
-        task=_enqueued_task(job),
-        id=str(job.id),
-        status=_STATUS[job.state],
-        enqueued_at=job.created_at,
-        started_at=first or job.started_at,
-        finished_at=job.finished_at,
-        last_attempted_at=job.started_at,
-        args=payload["args"],
-        kwargs=payload["kwargs"],
-        backend=alias,
-        errors=[
-            TaskError(
-                exception_class_path=entry.exception_class_path,
-                traceback=entry.traceback or entry.error,
-            )
-            for entry in entries
-        ],
-        worker_ids=workers,
-    )
-    if job.state == "done":
-        object.__setattr__(result, "_return_value", (job.result or {}).get("return_value"))
-    return result
-
-
-def _enqueued_task(job: Job) -> Task[Any, Any]:
-    """The task as it was enqueued: its function, with the `using()` options
-    the payload kept.
-
-    Not the registered task as it stands: every variant `using()` builds
-    passes `validate_task` and so replaces it there, and a result read after
-    one was built would describe that variant (and compare unequal to the
-    result its enqueue returned). Rows queued before the payload kept
-    these options read as the decorator's defaults.
-    """
-    payload = job.payload
-    task = _TASKS.get(payload["task"])
-    if task is None:
-        raise TaskResultDoesNotExist(
-            f"{job.id} is a result of {payload['task']}, which is not a task in this process"
-        )
-    run_after = payload.get("run_after")
-    enqueued = {
-        "priority": payload.get("priority", DEFAULT_TASK_PRIORITY),
-        "queue_name": payload.get("queue_name", task.queue_name),
-        "run_after": None if run_after is None else datetime.fromisoformat(run_after),
-        "backend": payload.get("backend", task.backend),
-    }
-    if all(getattr(task, name) == value for name, value in enqueued.items()):
-        return task  # the common case: no variant, and nothing to build
-    return dataclasses.replace(task, **enqueued)
-
-
 @register
 class TaskHandler(JobHandler):
     """Runs `django.task` jobs: the registered task named in the payload."""
@@ -265,7 +178,7 @@ class TaskHandler(JobHandler):
 
     def run(self, job: Job) -> Outcome:
         payload = job.payload
-        task = _TASKS.get(payload.get("task", ""))
+        task = TASKS.get(payload.get("task", ""))
         if task is None:
             # Perhaps a runner from before the deploy that added the task.
             return Retry(f"{payload.get('task')!r} is not a registered task in this runner")
@@ -278,47 +191,81 @@ class TaskHandler(JobHandler):
                 value = task.call(TaskContext(task_result=result), *args, **kwargs)
             else:
                 value = task.call(*args, **kwargs)
-            if deeper_than(value, JSON_MAX_DEPTH - 1):  # kept inside the result's own object
-                # Refused before `normalize_json`, which would recurse without bound.
-                raise PermanentFailure(
-                    f"the task returned a value nested more than {JSON_MAX_DEPTH - 1} levels "
-                    "deep, which no database here stores"
-                )
-            value = normalize_json(value)
-            strict_json(value)
         except BaseException as error:
             # Every BaseException, as the executor takes them (see
             # `Executor.run`): a `sys.exit()` in a task is its failure, not
             # the runner's, and on this worker thread nothing else raises one.
-            # No `task_finished` yet: the result is terminal only once the
-            # row is retired (`abandon`), not while another attempt is due.
-            described = "".join(traceback.format_exception(error))
-            if isinstance(error, PermanentFailure):
-                return Failed(described, exception=error)
-            return Retry(described, exception=error)
-        return Done(result={"return_value": value, "host": socket.gethostname()})
+            # One that is not an Exception (SystemExit, KeyboardInterrupt) is
+            # the task asking to stop, not a blip: it fails at once, as
+            # Django's DatabaseBackend fails it. No `task_finished` yet: the
+            # result is terminal only once the row is retired (`abandon`).
+            final = isinstance(error, PermanentFailure) or not isinstance(error, Exception)
+            return _failure(job, error, final=final)
+        try:
+            stored = _as_json(value)
+        except (TypeError, ValueError, PermanentFailure) as error:
+            # The task ran, side effects and all: another attempt would run
+            # them again only to return a value of the same kind.
+            return _failure(job, error, final=True)
+        return Done(result={"return_value": stored, "host": socket.gethostname()})
 
     def completed(self, job: Job) -> None:
         """The `Done` has committed: the result is terminal and successful."""
-        _finished(job)
+        finished(job)
 
     def abandon(self, job: Job, reason: str) -> None:
         """Retired (failed after its last attempt, cancelled, or retired without
         running): `task_finished` once the retirement commits, with the row as
         it then reads."""
         using = job._state.db or DEFAULT_DB_ALIAS
-        transaction.on_commit(lambda: _finished(job, reread=True), using=using)
+        transaction.on_commit(lambda: finished(job, reread=True), using=using)
 
 
-def _finished(job: Job, *, reread: bool = False) -> None:
-    """Send `task_finished` for `job`, a task's row that has just become terminal."""
-    from jobs.models import Job as JobRow
+def _as_json(value: Any) -> Any:
+    """A task's return value as its row stores it. Raises TypeError with the
+    words Django's JSON encoder uses ("Object of type set is not JSON
+    serializable", what code written for Django's database backend expects),
+    its own `normalize_json` refusal chained as the cause; PermanentFailure
+    for a value nested deeper than any database here stores."""
+    if deeper_than(value, JSON_MAX_DEPTH - 1):  # kept inside the result's own object
+        # Refused before `normalize_json`, which would recurse without bound.
+        raise PermanentFailure(
+            f"the task returned a value nested more than {JSON_MAX_DEPTH - 1} levels "
+            "deep, which no database here stores"
+        )
+    try:
+        stored = normalize_json(value)
+    except TypeError as error:
+        raise TypeError(_not_serializable(value)) from error
+    strict_json(stored)
+    return stored
 
-    payload = job.payload
-    task = _TASKS.get(payload.get("task", ""))
-    if task is None:
-        return  # not a task of this process: nobody here listens for it
-    alias = payload.get("backend", task.backend)
-    if reread:
-        job = JobRow.objects.using(job._state.db).get(id=job.id)
-    task_finished.send(type(task_backends[alias]), task_result=to_result(job, alias))
+
+def _not_serializable(value: Any) -> str:
+    """What `json.dumps` says of `value`'s first part JSON has no type for,
+    reading containers as `normalize_json` does."""
+
+    def default(part: Any) -> Any:
+        if isinstance(part, bytes | Mapping):
+            return dict(part) if isinstance(part, Mapping) else ""
+        if isinstance(part, Sequence):
+            return list(part)
+        raise TypeError(f"Object of type {type(part).__name__} is not JSON serializable")
+
+    try:
+        json.dumps(value, default=default)
+    except (TypeError, ValueError) as error:
+        return str(error)
+    return f"Object of type {type(value).__name__} is not JSON serializable"
+
+
+def _failure(job: Job, error: BaseException, *, final: bool) -> Retry | Failed:
+    """The outcome of an attempt that raised `error`: its traceback as the
+    reason, `Failed` when `final`. An attempt that may be the task's last
+    keeps `error` for `task_finished` (`jobs.task_rows.raised`)."""
+    described = "".join(traceback.format_exception(error))
+    if final or job.attempts >= job.max_attempts:
+        raised.keep(job, error)
+    if final:
+        return Failed(described, exception=error)
+    return Retry(described, exception=error)

@@ -14,6 +14,9 @@ from acmeproxy.settings import *  # noqa: F403
 from acmeproxy.settings import BASE_DIR, DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobapp"]
+# The tests of the benchmark (tests/integration/bench) run its kinds in this
+# process and in the runners they start.
+BENCHMARK_HANDLERS = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # A test that must tell SIGHUP from the runner's own config check stretches the check.
 JOBS_CONFIG_CHECK_SECONDS = float(os.environ.get("JOBS_CONFIG_CHECK_SECONDS", "1.0"))

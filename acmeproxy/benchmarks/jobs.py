@@ -1,12 +1,25 @@
 """The benchmark's handlers: one that does nothing, so only the queue is
 measured, and one that notes when its first line ran, so a driver in another
-process can tell how long a job waited."""
+process can tell how long a job waited.
 
+Registered only when asked (`BENCHMARK_HANDLERS`, a setting the project reads
+from the variable of that name): the example project's own runner serves its
+orders, not a benchmark's kinds it would otherwise claim from any database it
+shares. `benchjobs` asks, for itself and for every process it starts.
+"""
+
+import os
 import time
 from typing import Any
 
+from django.conf import settings
+
 from jobs import Done, JobHandler, Retry, register
 from jobs.models import Job
+
+#: The setting, and the environment variable the project reads it from, that
+#: makes a process serve the benchmark's kinds.
+SETTING = "BENCHMARK_HANDLERS"
 
 #: Every kind the benchmark queues starts with this; it deletes them afterwards.
 PREFIX = "bench."
@@ -26,7 +39,6 @@ def payload(n: int) -> dict[str, Any]:
     return {"subject": 4242, "i": n, "tenant": "acme"}
 
 
-@register
 class NoopHandler(JobHandler):
     kind = NOOP
 
@@ -34,7 +46,6 @@ class NoopHandler(JobHandler):
         return Done()
 
 
-@register
 class StampHandler(JobHandler):
     kind = STAMP
 
@@ -45,7 +56,6 @@ class StampHandler(JobHandler):
         return Done(started)
 
 
-@register
 class RetryOnceHandler(JobHandler):
     """Every job retries once: a drain of these pays for a retry's settle and
     its entry in the attempt record as well as for the done."""
@@ -58,7 +68,6 @@ class RetryOnceHandler(JobHandler):
         return Done()
 
 
-@register
 class LimitedHandler(JobHandler):
     """A no-op: the routing drain's quarter whose kind it limits."""
 
@@ -66,3 +75,20 @@ class LimitedHandler(JobHandler):
 
     def run(self, job: Job) -> Done:
         return Done()
+
+
+HANDLERS = (NoopHandler, StampHandler, RetryOnceHandler, LimitedHandler)
+
+
+def serve(*, in_children: bool = False) -> None:
+    """Register the benchmark's kinds in this process (twice is once); with
+    `in_children`, in every process it starts from now too (they inherit the
+    variable the project reads the setting from)."""
+    if in_children:
+        os.environ[SETTING] = "True"
+    for handler in HANDLERS:
+        register(handler)
+
+
+if getattr(settings, SETTING, False):
+    serve()

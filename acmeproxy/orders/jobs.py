@@ -14,7 +14,9 @@ rules:
 2. The upstream's answers are sorted once (`upstream.py`): anything that may
    pass is a `Retry`, a stated refusal is `Failed`.
 3. The client hears a failure only from `abandon`, once, when the job is
-   retired; through every retry it keeps reading `processing`.
+   retired; through every retry it keeps reading `processing`. It reads the
+   reason's one line, in plain words: exceptions, their reprs and tracebacks
+   stay in the job's history (`for_client`).
 
 Both writes are conditional on the order still being `processing`: an attempt
 that overran its lease and answers late can never overwrite the order's
@@ -31,6 +33,7 @@ from acmeproxy.orders import upstream
 from acmeproxy.orders.models import Order, State
 from jobs import Done, Failed, JobHandler, JobSpec, Retry, enqueue_or_log, register
 from jobs.models import Job
+from jobs.presentation import telling_line
 
 KIND = "orders.relay"
 
@@ -42,6 +45,20 @@ LEASE_MARGIN = timedelta(seconds=5)
 def relay(order_id: int) -> JobSpec:
     """The job that carries order `order_id` to a terminal state."""
     return JobSpec.now(KIND, str(order_id)).with_payload({"order_id": order_id})
+
+
+#: What the client reads when the relay itself broke (an exception escaped `run`).
+RELAY_BROKE = "the relay failed on the server; place a new order"
+
+
+def for_client(reason: str) -> str:
+    """What the order's client reads of the queue's `reason`: its first line
+    (the upstream's refusal, or "gave up after 3 of 3 attempts: upstream
+    unreachable: Connection refused"). A traceback is the server's business:
+    the client reads only that the relay broke, the job's history keeps it."""
+    if "Traceback (most recent call last)" in reason:
+        return RELAY_BROKE
+    return telling_line(reason)
 
 
 @register
@@ -73,7 +90,10 @@ class RelayHandler(JobHandler):
             return Done()
         answer = upstream.request_certificate(order_id)
         if isinstance(answer, upstream.Unavailable):
-            return Retry(answer.reason)
+            # The plain reason first (the line every display shows, and what
+            # the client may read), the exception's repr below it for the history.
+            detail = f"{answer.reason}\n{answer.detail}" if answer.detail else answer.reason
+            return Retry(detail, exception=answer.error)
         if isinstance(answer, upstream.Refused):
             # The upstream's words, as they are: they are what the client reads.
             return Failed(answer.reason)
@@ -88,7 +108,7 @@ class RelayHandler(JobHandler):
         if not isinstance(order_id, int) or isinstance(order_id, bool):
             return
         Order.objects.filter(pk=order_id, state=State.PROCESSING).update(
-            state=State.INVALID, reason=reason, updated_at=timezone.now()
+            state=State.INVALID, reason=for_client(reason), updated_at=timezone.now()
         )
 
     def recover(self) -> None:

@@ -10,7 +10,9 @@ a re-run after a crash) is safe. Every answer is sorted into one of three:
   upstream's own `{"reason": ...}` when it states one.
 - `Unavailable`: anything that may pass: no connection, a dropped connection,
   a timeout, a 5xx, a 408 or 429, a 200 without a certificate, an unusable URL
-  (an operator can fix that and the next attempt picks it up).
+  (an operator can fix that and the next attempt picks it up). Its reason is
+  in plain words, as a client may read it ("upstream unreachable: Connection
+  refused"); the exception behind it is kept beside, for the job's history.
 
 The whole exchange is bounded by `ORDERS_UPSTREAM_TIMEOUT` in total, not per
 socket operation as a bare socket timeout would be: the relay's lease is
@@ -26,7 +28,7 @@ import http.client
 import json
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,7 +50,15 @@ class Refused:
 
 @dataclass(frozen=True)
 class Unavailable:
+    #: What the order's client may read: plain words, no exception's repr.
     reason: str
+    #: The exception behind it, for the job's history and the log only.
+    error: BaseException | None = field(default=None, compare=False)
+
+    @property
+    def detail(self) -> str:
+        """The exception's repr (its errno and all), or "" when there was none."""
+        return "" if self.error is None else repr(self.error)
 
 
 Answer = Issued | Refused | Unavailable
@@ -91,8 +101,8 @@ def request_certificate(order_id: int) -> Answer:
             status, body = response.status, response.read(MAX_BODY_BYTES)
     except (OSError, http.client.HTTPException) as error:
         if deadline.expired.is_set() or isinstance(error, TimeoutError):
-            return Unavailable(f"upstream did not answer within {budget:g}s")
-        return Unavailable(f"upstream unreachable: {error!r}")
+            return Unavailable(f"upstream did not answer within {budget:g}s", error)
+        return Unavailable(f"upstream unreachable: {_plain(error)}", error)
     finally:
         connection.close()
     return classify(status, body)
@@ -158,6 +168,12 @@ class _Deadline:
                 # Already closed means the exchange is over anyway.
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+def _plain(error: BaseException) -> str:
+    """`error` in words a client may read: the system's own ("Connection
+    refused"), without the class, errno and quotes its repr carries."""
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

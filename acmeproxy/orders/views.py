@@ -18,6 +18,9 @@ Every answer is JSON: the order as `{"id", "state", "reason", "certificate"}`
 - 500 when the server fails (`server_error`, the project's `handler500` for
   this API's paths; the rest of the site keeps Django's pages).
 
+The same JSON answers these paths with `DEBUG=True`, where Django would show
+its technical pages instead (`acmeproxy.orders.middleware`).
+
 Finalize is idempotent, so a client that lost the answer can simply ask again:
 
 - `pending`: becomes `processing` and the relay is queued, in one transaction,
@@ -158,15 +161,26 @@ def _not_json(constant: str) -> Any:
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The project's `handler400`: JSON for this API, Django's page for the rest of the site."""
     if in_api(request):
-        return error(400, "the request was refused as malformed or suspicious")
+        return bad_request_answer()
     return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """The project's `handler500`: JSON for this API, Django's page for the rest of the site."""
     if in_api(request):
-        return error(500, "the server failed to answer; try again later")
+        return server_error_answer()
     return defaults.server_error(request)
+
+
+def bad_request_answer() -> JsonResponse:
+    """The API's 400 for a request Django refuses (`handler400`, and under
+    `DEBUG` the `JSONErrorsMiddleware`)."""
+    return error(400, "the request was refused as malformed or suspicious")
+
+
+def server_error_answer() -> JsonResponse:
+    """The API's 500: the server's own words stay in its log."""
+    return error(500, "the server failed to answer; try again later")
 
 
 def in_api(request: HttpRequest) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Sum
 
-from jobs.metrics.instruments import WAIT_BUCKETS
+from jobs.metrics.buckets import WAIT_BUCKETS
 from jobs.models import MinuteCount, runner_name
 from jobs.models.minutes import WAIT_COLUMNS
 from jobs.store import minutes as store_minutes

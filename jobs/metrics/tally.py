@@ -12,6 +12,10 @@ every `FLUSH_EVERY_SECONDS`, so a scrape sees counts a fraction of a second
 old; with none (a web process cancelling a running job) each note is
 applied as it is made. The same few sums, per queue, go to the dashboard's
 per-minute counts (`jobs.metrics.minutes`), which the heartbeat writes.
+
+prometheus_client is imported with the instruments at the first flush, not
+at import: it is a tenth of a runner's start, and a runner records nothing
+before its first claim (`jobs.metrics`).
 """
 
 from __future__ import annotations
@@ -23,17 +27,22 @@ import functools
 import itertools
 import logging
 import operator
+import os
 import threading
 import traceback
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.utils import timezone
-from prometheus_client import Counter, Histogram
 
 from jobs import log
-from jobs.metrics import instruments, minutes
+from jobs.metrics import MULTIPROC_ENV, minutes
+from jobs.metrics.buckets import WAIT_BUCKETS
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Histogram
 
 
 class _Job(Protocol):
@@ -72,6 +81,8 @@ class Tally:
         self._stop.set()  # no thread yet
         self._flusher: threading.Thread | None = None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        #: Enqueues per (kind, queue) since the last flush.
+        self._enqueued: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def join(self) -> None:
         """A runner starts: its notes wait for the tally's thread."""
@@ -111,9 +122,20 @@ class Tally:
 
     def enqueued(self, rows: Sequence[Any]) -> None:
         """`rows` (with `kind` and `queue`) were queued and committed: counted
-        now, one increment per kind and queue (an enqueue is not the loop's)."""
-        for labels, n in collections.Counter(map(_kind_and_queue, rows)).items():
-            self._child(instruments.enqueued, labels).inc(n)
+        per kind and queue, at once while no runner holds the tally (a web
+        process), else at its next flush (a runner's start-up enqueues, the
+        schedules', then import nothing before its first claim)."""
+        counts = collections.Counter(map(_kind_and_queue, rows))
+        if self._joined:
+            with self._lock:
+                self._enqueued.update(counts)
+        else:
+            self._count_enqueued(counts)
+
+    def _count_enqueued(self, counts: collections.Counter[tuple[str, str]]) -> None:
+        enqueued = _instruments().enqueued
+        for kind_and_queue, n in counts.items():
+            self._child(enqueued, kind_and_queue).inc(n)
 
     def _note(self, note: Note) -> None:
         self._notes.append(note)
@@ -142,8 +164,15 @@ class Tally:
         The notes are joined first, per outcome, so that the arithmetic is
         mapped in C over every job since the last flush, not a pass's eight.
         """
+        with self._lock:
+            enqueued, self._enqueued = self._enqueued, collections.Counter()
+        notes = _take(self._notes)
+        if not notes and not enqueued:
+            return
+        instruments = _instruments()
+        self._count_enqueued(enqueued)
         joined: dict[str | None, tuple[list[tuple[str, str]], list[Any], list[datetime]]] = {}
-        for labels_of_jobs, moments, created, now, outcome in _take(self._notes):
+        for labels_of_jobs, moments, created, now, outcome in notes:
             into, since, nows = joined.setdefault(outcome, ([], [], []))
             into.extend(labels_of_jobs)
             since.extend(moments if created is None else _later(moments, created))
@@ -185,6 +214,7 @@ def runner_gauges(runner: str, running: int, free: int) -> None:
     """A runner's slots as its pass left them (written only when they change)."""
     kept = _runner_gauges.get(runner)
     if kept is None:
+        instruments = _instruments()
         kept = _runner_gauges[runner] = [
             instruments.running.labels(runner),
             instruments.slots_free.labels(runner),
@@ -197,11 +227,33 @@ def runner_gauges(runner: str, running: int, free: int) -> None:
 
 
 def forget_runner(runner: str) -> None:
-    """A runner stopped: its gauges go with it."""
-    _runner_gauges.pop(runner, None)
+    """A runner stopped: its gauges go with it.
+
+    Under a supervisor (prometheus_client's multiprocess mode) a series
+    cannot be removed from the files (`remove` only warns so): it reads 0
+    until the process exits, when the supervisor marks it dead and its
+    live gauges leave the sums (`jobs.metrics.exposition.Children`).
+    """
+    kept = _runner_gauges.pop(runner, None)
+    if os.environ.get(MULTIPROC_ENV):
+        if kept is not None:
+            kept[0].set(0)
+            kept[1].set(0)
+        return
+    instruments = _instruments()
     for gauge in (instruments.running, instruments.slots_free):
         with contextlib.suppress(KeyError):
             gauge.remove(runner)
+
+
+@functools.cache
+def _instruments() -> ModuleType:
+    """`jobs.metrics.instruments`, imported (with prometheus_client) at first
+    use; cached, since an import statement for a package's module costs a
+    call into importlib each time (the enqueue path calls this once a commit)."""
+    from jobs.metrics import instruments
+
+    return instruments
 
 
 def observe_many(child: Any, values: list[float]) -> collections.Counter[int]:
@@ -229,7 +281,7 @@ def observe_many(child: Any, values: list[float]) -> collections.Counter[int]:
 
 
 #: The wait buckets with their overflow, as prometheus_client bounds them.
-_WAITS = (*instruments.WAIT_BUCKETS, float("inf"))
+_WAITS = (*WAIT_BUCKETS, float("inf"))
 #: The per-minute column each outcome counts in (none for a cancel or a release).
 _FINISHED_COLUMNS = {
     "done": minutes.DONE,

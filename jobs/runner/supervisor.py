@@ -123,6 +123,8 @@ class Supervisor:
             return False
         assert child.process is not None
         log.event("runner_process_started", index=child.index, pid=child.process.pid)
+        if self.metrics is not None:
+            self.metrics.started(child.index, child.process.pid)
         return True
 
     def listen(self, child: Child) -> None:

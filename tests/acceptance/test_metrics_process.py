@@ -8,7 +8,9 @@ prometheus_client's own parser, as a scrape would read it.
 
 from __future__ import annotations
 
+import signal
 import socket
+import urllib.error
 import urllib.request
 from collections import Counter
 
@@ -129,3 +131,71 @@ def test_a_taken_port_is_a_clear_error_before_any_job_runs(runjobs):
     assert status == 1
     assert f"cannot listen on 127.0.0.1:{port}" in runner.output()
     assert Job.objects.get(key="untouched").state == State.QUEUED, "nothing ran"
+
+
+def status_of(port: int, path: str) -> int:
+    """The HTTP status the endpoint answers a GET of `path` with."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_only_slash_metrics_answers_200_on_either_endpoint_and_every_other_path_404(
+    runjobs,
+    supervise,  # noqa: F811
+):
+    """A scraper pointed at the wrong path must hear so, not get a body that
+    looks right (prometheus_client answers any path alike)."""
+    one, several = free_port(), free_port()
+    runner = runjobs("--metrics-port", str(one))
+    supervisor = supervise(2, "--metrics-port", str(several))
+    wait_for_log(runner, "metrics_listening")
+    wait_for_log(supervisor, "metrics_listening")
+    for port in (one, several):
+        assert status_of(port, "/metrics") == 200
+        assert status_of(port, "/metrics?name[]=jobs_ready") == 200, "a query is still a scrape"
+        for path in ("/", "/favicon.ico", "/metricsx", "/metrics/", "/admin/"):
+            assert status_of(port, path) == 404, f"{path} on port {port} is not the metrics"
+
+
+def test_under_two_processes_the_endpoint_gives_each_process_s_cpu_and_memory_by_name(
+    supervise,  # noqa: F811
+):
+    """Multiprocess mode drops the process collectors; the supervisor reads
+    /proc for itself and each live child, one series per process."""
+    port = free_port()
+    supervisor = supervise(2, "--metrics-port", str(port))
+    wait_for_log(supervisor, "metrics_listening")
+    wait_until(
+        lambda: supervisor.output().count("runner_process_ready") == 2, 30, "both children ready"
+    )
+    samples = scrape(port)
+    names = {"supervisor", "runner-0", "runner-1"}
+    for metric in ("process_resident_memory_bytes", "process_cpu_seconds_total"):
+        by_process = {dict(ls)["process"] for (n, ls) in samples if n == metric}
+        assert by_process == names, f"{metric} for the supervisor and each child: {by_process}"
+        for process in names:
+            assert total(samples, metric, process=process) > 0, f"{metric} of {process}"
+    assert total(samples, "process_open_fds", process="runner-1") > 0
+    assert total(samples, "python_gc_objects_collected_total", process="supervisor") > 0, (
+        "the supervisor's own interpreter, named as its"
+    )
+    assert any(n == "python_info" for (n, _) in samples)
+
+
+def test_a_supervisor_s_children_stop_without_prometheus_client_s_label_removal_warning(
+    supervise,  # noqa: F811
+):
+    """Each child's runner forgets its gauges at stop; in multiprocess mode that
+    is the supervisor marking the child dead, not `remove` (which warns)."""
+    port = free_port()
+    supervisor = supervise(2, "--lanes=2", "--metrics-port", str(port))
+    wait_until(lambda: supervisor.output().count("runner_process_ready") == 2, 30, "both ready")
+    supervisor.process.send_signal(signal.SIGTERM)
+    assert supervisor.wait(30) == 0, supervisor.output()
+    output = supervisor.output()
+    assert "supervisor_stopped" in output
+    assert "Removal of labels" not in output, output
+    assert "Warning" not in output, output

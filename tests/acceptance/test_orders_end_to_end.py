@@ -128,12 +128,17 @@ def test_an_upstream_that_never_answers_ends_the_order_invalid_once_the_attempts
     assert final["reason"].startswith("gave up after 2 of 2 attempts"), (
         f"the reason says the relay gave up: {final['reason']!r}"
     )
-    assert "unreachable" in final["reason"], "the reason names the last failure"
+    assert final["reason"].endswith("upstream unreachable: Connection refused"), (
+        f"the last failure in plain words, no exception's repr: {final['reason']!r}"
+    )
     assert in_turn([state for _, state in seen]) == ["processing", "invalid"], (
         "the client saw processing through the retries, then one terminal answer"
     )
     job = Job.objects.get(kind=KIND, key=str(order_id))
     assert (job.state, job.attempts) == ("failed", 2), "both attempts ran before it gave up"
+    last = job.attempt_history[-1]
+    assert last.exception == "builtins.ConnectionRefusedError", "the history keeps the class"
+    assert "ConnectionRefusedError(111" in last.traceback, "and the detail the client is spared"
 
 
 def test_the_upstream_never_sees_two_requests_in_flight_for_one_order(

@@ -20,7 +20,8 @@ def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("JOBS_", "SECURE_", "SESSION_", "CSRF_"))
-        and name not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "DATABASE_URL")
+        and name
+        not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "DATABASE_URL", "BENCHMARK_HANDLERS")
     }
     full_env = {
         **clean,
@@ -62,6 +63,10 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     result = manage("check", tmp_path=tmp_path, DEBUG="False")
     assert result.returncode != 0, "with DEBUG off and no SECRET_KEY the project does not start"
     assert "SECRET_KEY" in result.stderr, f"and says which variable is missing:\n{result.stderr}"
+    assert len(result.stderr.strip().splitlines()) == 1, (
+        f"in one line, not a traceback through the settings module:\n{result.stderr}"
+    )
+    assert result.stderr.startswith("acmeproxy: set the SECRET_KEY environment variable")
 
 
 def test_each_https_setting_can_be_turned_off_by_its_variable(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from typing import Any
 
 from django.tasks import TaskContext, task
@@ -68,3 +69,34 @@ def wait_for_release() -> str:
     """Runs until the test sets `RELEASE` (at most 10 s): an attempt a test can overrun."""
     RELEASE.wait(10)
     return "released"
+
+
+# The tasks the conformance tests (tests/integration/tasks/test_conformance.py)
+# run: each the shape of one an upstream suite runs, written for ours.
+
+
+@task
+def fail_with_value_error() -> None:
+    raise ValueError("This task failed due to ValueError")
+
+
+@task
+def fail_with_nested_exception() -> None:
+    raise ValueError(ValueError("This task failed"))
+
+
+@task
+def return_a_function() -> Any:
+    """Returns what JSON cannot hold (nor pickle, for that matter)."""
+    return lambda: True
+
+
+@task(takes_context=True)
+def own_result_id(context: TaskContext[Any, Any]) -> str:
+    return context.task_result.id
+
+
+@task
+def sleep_for(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds

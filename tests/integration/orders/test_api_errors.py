@@ -94,6 +94,31 @@ def test_a_request_for_a_host_not_allowed_is_the_apis_json_400(api):
     assert_json_error(answer, 400, "refused")
 
 
+def test_with_debug_on_a_host_not_allowed_is_still_the_apis_json_400(settings):
+    """DEBUG=True skips handler400 for Django's technical HTML page; the API's
+    clients read JSON whatever the server's DEBUG."""
+    settings.DEBUG = True
+    answer = Client(raise_request_exception=False).get("/orders/1", HTTP_HOST="not-ours.example")
+
+    assert_json_error(answer, 400, "refused")
+
+
+def test_with_debug_on_a_server_error_in_the_api_is_json_and_its_detail_stays_in_the_log(
+    settings, monkeypatch, caplog
+):
+    settings.DEBUG = True
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the database is on fire")
+
+    monkeypatch.setattr(Order.objects, "create", broken)
+    answer = Client(raise_request_exception=False).post("/orders/", content_type="application/json")
+
+    assert_json_error(answer, 500, "failed to answer")
+    assert "fire" not in answer.content.decode(), "the server's own words stay in its log"
+    assert "the database is on fire" in caplog.text, "the log keeps what broke"
+
+
 def test_the_rest_of_the_site_keeps_djangos_pages(api, settings):
     """The JSON handlers are for the API's paths only."""
     assert api.get("/nothing-here")["Content-Type"].startswith("text/html"), "the site's 404"

@@ -16,9 +16,10 @@ from acmeproxy.orders import upstream as upstream_client
 from acmeproxy.orders import views
 from acmeproxy.orders.jobs import KIND, RelayHandler
 from acmeproxy.orders.models import Order, State
-from jobs import Done, Failed, enqueue
+from jobs import Done, Failed, Retry, enqueue
 from jobs.models import Job
 from tests.helpers import create_order, finalize
+from tests.upstream_stub import unused_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -176,6 +177,49 @@ def test_a_late_abandon_never_overwrites_an_order_that_is_already_valid():
 
     order.refresh_from_db()
     assert (order.state, order.reason) == ("valid", ""), "a valid order stays valid"
+
+
+def test_an_unreachable_upstream_is_a_retry_in_plain_words_with_its_detail_kept_below(
+    settings,
+):
+    """The client may read the reason's line; the errno and the exception's
+    repr are for the operator, in the attempt's history."""
+    settings.ORDERS_UPSTREAM_URL = unused_url()
+    order = Order.objects.create(state=State.PROCESSING)
+
+    outcome = RelayHandler().run(relay_job(order.pk))
+
+    assert isinstance(outcome, Retry)
+    first, _, rest = outcome.reason.partition("\n")
+    assert first == "upstream unreachable: Connection refused", first
+    assert "ConnectionRefusedError(111" in rest, "the repr is kept below the line"
+    assert isinstance(outcome.exception, ConnectionRefusedError), "its class for the history"
+
+
+@pytest.mark.parametrize(
+    ("reason", "read"),
+    [
+        (
+            "gave up after 3 of 3 attempts: upstream unreachable: Connection refused\n"
+            "ConnectionRefusedError(111, 'Connection refused')",
+            "gave up after 3 of 3 attempts: upstream unreachable: Connection refused",
+        ),
+        ("bad CSR", "bad CSR"),
+        (
+            "gave up after 3 of 3 attempts: Traceback (most recent call last):\n"
+            '  File "/srv/app/acmeproxy/orders/jobs.py", line 9, in run\n'
+            "django.db.utils.OperationalError: the database is gone",
+            "the relay failed on the server; place a new order",
+        ),
+    ],
+)
+def test_an_abandoned_order_s_client_reads_one_plain_line_of_the_reason(reason, read):
+    order = Order.objects.create(state=State.PROCESSING)
+
+    RelayHandler().abandon(relay_job(order.pk), reason)
+
+    order.refresh_from_db()
+    assert (order.state, order.reason) == ("invalid", read)
 
 
 def test_the_relay_lease_outlasts_the_whole_upstream_request(settings):

@@ -109,8 +109,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from acmeproxy.benchmarks import jobs as handlers
         from acmeproxy.benchmarks.bench import budget
         from acmeproxy.benchmarks.bench.suite import PARTS, Sizes, run
+
+        handlers.serve(in_children=True)  # here and in every runner the benchmark starts
 
         parts = options["part"] or PARTS
         if (options["check"] or options["write_budget"]) and "instructions" not in parts:
