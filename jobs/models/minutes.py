@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from jobs.metrics.instruments import WAIT_BUCKETS
+from jobs.metrics.buckets import WAIT_BUCKETS
 from jobs.models.runners import RUNNER_NAME_MAX_LENGTH
 from jobs.spec import QUEUE_NAME_MAX_LENGTH
 

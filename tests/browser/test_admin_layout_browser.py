@@ -33,6 +33,7 @@ from tests.browser.test_admin_browser import (
     five_attempts,
     log_in,
 )
+from tests.browser.test_dashboard_charts_browser import an_hour_of_counts
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 
@@ -161,10 +162,11 @@ def test_at_1920_px_the_jobs_panels_and_the_dashboards_chart_use_the_width(
     live_server, transactional_db
 ):
     """The two panels of a job's facts share the content's width (they took half
-    of it, two of four grid tracks), and the throughput chart spans its box."""
+    of it, two of four grid tracks), and a queue's live chart spans its box."""
     User.objects.create_superuser("ops", "ops@example.com", "a-long-password")
     now = timezone.now()
     job = Job.objects.create(kind="orders.ship", key="order-1", max_attempts=5, run_at=now)
+    an_hour_of_counts()  # the dashboard draws a queue's charts from its runners' counts
     measured: dict[str, Any] = {}
     with chromium_page(width=1920, height=1000) as page:
         log_in(page, live_server.url, reverse("admin:jobs_job_change", args=[job.id]))

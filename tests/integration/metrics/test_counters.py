@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from jobs import Done, Failed, JobSpec, Retry, enqueue, enqueue_many, operations
 from jobs.metrics import instruments
 from jobs.metrics import tally as tally_module
+from jobs.metrics.buckets import DURATION_BUCKETS
 from jobs.metrics.tally import Tally, observe_many
 from jobs.models import Job, State
 from jobs.registry import Registry
@@ -173,7 +174,7 @@ def test_a_pass_s_observations_land_in_the_buckets_one_by_one_observes_would():
     values = [0.0, 0.004, 0.005, 0.0051, 0.3, 2.5, 7, 99999, 10**9]
     single = 0.0051
     batched, one_by_one = CollectorRegistry(), CollectorRegistry()
-    buckets = instruments.DURATION_BUCKETS
+    buckets = DURATION_BUCKETS
     h1 = Histogram("h", "h", ["kind"], buckets=buckets, registry=batched)
     h2 = Histogram("h", "h", ["kind"], buckets=buckets, registry=one_by_one)
     observe_many(h1.labels("k"), values)
