@@ -150,13 +150,7 @@ class Tally:
         try:
             self._apply()
         except Exception as error:
-            log.event(
-                "metrics_flush_failed",
-                logging.ERROR,
-                outcome="failure",
-                error=repr(error),
-                traceback=traceback.format_exc(),
-            )
+            flush_failed(error)
 
     def _apply(self) -> None:
         """Apply every note made so far, a few updates for the lot.
@@ -208,6 +202,18 @@ class Tally:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+
+def flush_failed(error: Exception) -> None:
+    """Log that metrics (the tally's, or the per-minute counts' save) could not
+    be applied; called in the `except` that caught `error`, for its traceback."""
+    log.event(
+        "metrics_flush_failed",
+        logging.ERROR,
+        outcome="failure",
+        error=repr(error),
+        traceback=traceback.format_exc(),
+    )
 
 
 def runner_gauges(runner: str, running: int, free: int) -> None:

@@ -43,7 +43,7 @@ from jobs import log
 from jobs.clock import DatabaseClock
 from jobs.config import JobsSettings
 from jobs.metrics.minutes import minutes
-from jobs.metrics.tally import tally
+from jobs.metrics.tally import flush_failed, tally
 from jobs.models import Job, RunnerProcess
 from jobs.retirement import job_fields
 from jobs.runner.attempt import RENEWALS_PER_LEASE, Attempt
@@ -141,13 +141,7 @@ class Heartbeat:
         try:
             minutes.save(self.store.using, self.clock())
         except Exception as error:
-            log.event(
-                "metrics_flush_failed",
-                logging.ERROR,
-                outcome="failure",
-                error=repr(error),
-                traceback=traceback.format_exc(),
-            )
+            flush_failed(error)
             self._after(error)
 
     def _measured(self) -> None:
