@@ -163,6 +163,11 @@ class Runner:
         self.on_ready()
         while not self.stopping.is_set():
             self.doorbell.clear()
+            # A burst ends at a pass that claims nothing with nothing in
+            # flight; when attempts were in flight as it began, their settles
+            # may have made work ready after its claim (a workflow's step
+            # released), so one more pass looks.
+            flying = burst and bool(self.in_flight())
             try:
                 claimed, free = self.run_pass()
             except (DatabaseError, InterfaceError) as error:
@@ -186,6 +191,8 @@ class Runner:
                 self.doorbell.wait(self._current.poll_interval.total_seconds())
                 continue
             if burst and not claimed and not self.in_flight():
+                if flying:
+                    continue
                 break
             if claimed and claimed == free:
                 continue  # a full claim: more may be ready now
