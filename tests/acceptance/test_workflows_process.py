@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
+from datetime import datetime
 
 import pytest
 
@@ -27,9 +28,9 @@ def quick_poll(configure) -> None:
     configure(poll_interval_ms=100)
 
 
-def finished_runs() -> dict[str, tuple]:
+def finished_runs() -> dict[str, tuple[datetime, datetime]]:
     """Each step's execution (start, end) by key; every one finished, run once."""
-    runs: dict[str, tuple] = {}
+    runs: dict[str, tuple[datetime, datetime]] = {}
     for execution in Execution.objects.all():
         assert execution.key not in runs, f"{execution.key} ran once"
         assert execution.finished_at is not None, f"{execution.key} finished"
