@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from django.db.models import QuerySet
+
 from jobs import config
 from jobs.models import Dependency, Job, JobsConfig, State, Workflow, WorkflowStep
 
@@ -112,3 +114,35 @@ def step_names(using: str, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]
     """The step name of each of `job_ids` that is a step."""
     rows = WorkflowStep.objects.using(using).filter(job_id__in=job_ids)
     return dict(rows.values_list("job_id", "name"))
+
+
+def live_workflows(using: str) -> QuerySet[Job, uuid.UUID | None]:
+    """The workflows with a live step, as a subquery for the sweep: none of
+    their settled steps is deleted while a live one may read it."""
+    live = Job.objects.using(using).filter(workflow_id__isnull=False, live=True)
+    return live.values_list("workflow_id", flat=True)
+
+
+def forget(using: str, job_ids: Sequence[uuid.UUID], workflow_ids: set[uuid.UUID]) -> None:
+    """The sweep deleted the settled steps `job_ids` of `workflow_ids`: delete
+    their step rows and edges, and each workflow none of whose jobs is left."""
+    WorkflowStep.objects.using(using).filter(job_id__in=job_ids).delete()
+    Dependency.objects.using(using).filter(step_id__in=job_ids).delete()
+    Dependency.objects.using(using).filter(depends_on_id__in=job_ids).delete()
+    left = Job.objects.using(using).filter(workflow_id__in=workflow_ids).values("workflow_id")
+    Workflow.objects.using(using).filter(id__in=workflow_ids).exclude(id__in=left).delete()
+
+
+def stranded(using: str, limit: int) -> list[uuid.UUID]:
+    """Waiting steps none of whose dependencies is live (rows edited by hand,
+    a restore, a settle from before the workflow's rows): the repair's work."""
+    live = Job.objects.using(using).filter(live=True).values("id")
+    pending = Dependency.objects.using(using).filter(depends_on_id__in=live).values("step_id")
+    waiting = Job.objects.using(using).filter(state=State.WAITING).exclude(id__in=pending)
+    return list(waiting.order_by("id").values_list("id", flat=True)[:limit])
+
+
+def dependency_states(using: str, step_id: uuid.UUID) -> dict[uuid.UUID, str]:
+    """The state of each dependency of `step_id` whose job is still there."""
+    on = Dependency.objects.using(using).filter(step_id=step_id).values("depends_on_id")
+    return dict(Job.objects.using(using).filter(id__in=on).values_list("id", "state"))

@@ -6,17 +6,29 @@ plain job (NULL) costs each attempt one attribute read and no statement.
 Before a step runs, the hook answers for it, so its `Done` is settled on its
 own with `after_settle` in the settle's transaction; there, and in every
 retirement's, the steps waiting for it are moved on (`release.settled`).
+A recovering runner's start, and every `REPAIR_SECONDS` after, repairs a
+waiting step whose dependencies all settled without moving it on.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from jobs import lifecycle
+from django.db import DatabaseError, InterfaceError
+from django.utils import timezone
+
+from jobs import lifecycle, log
+from jobs.config import JobsSettings
 from jobs.models import Job
-from jobs.store import Store
+from jobs.registry import Registry
+from jobs.store import Store, for_database
 from jobs.workflows import release
+
+#: How often a recovering runner looks for waiting steps none of whose
+#: dependencies is live (`release.repair`): rows edited by hand, a restore.
+REPAIR_SECONDS = 60.0
 
 #: The verdict on every step: run it, and see its final settle.
 _RUN = lifecycle.Verdict(reason="a workflow's step")
@@ -35,6 +47,19 @@ class WorkflowHook(lifecycle.Hook):
     ) -> None:
         if job.workflow_id is not None:
             release.settled(store, job.id, state, now)
+
+    @property
+    def upkeep_seconds(self) -> float:  # type: ignore[override]
+        return REPAIR_SECONDS  # read each time: tests shorten it
+
+    def at_start(self, registry: Registry, settings: JobsSettings, using: str) -> None:
+        self.upkeep(using)
+
+    def upkeep(self, using: str) -> None:
+        try:
+            release.repair(for_database(using), timezone.now())
+        except (DatabaseError, InterfaceError) as error:
+            log.event("workflow_repair_failed", logging.WARNING, outcome="failure", error=error)
 
 
 #: The one instance `JobsAppConfig.ready` registers.
