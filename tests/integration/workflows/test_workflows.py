@@ -204,6 +204,17 @@ def test_a_step_with_a_dependency_still_unsettled_stays_waiting(make_runner):
     assert states() == {"done": State.DONE, "later": State.QUEUED, "join": State.WAITING}
 
 
+def test_a_retry_of_a_dependency_releases_nothing_only_its_final_settle_counts(make_runner):
+    flow = Workflow("retry")
+    first = flow.add(step("first", retry_once=True))
+    flow.add(step("second"), after=[first])
+    flow.enqueue()
+    make_runner().drain()
+    assert states() == {"first": State.QUEUED, "second": State.WAITING}, (
+        "first is queued for its retry, and second still waits for its final settle"
+    )
+
+
 def test_a_plain_jobs_dependency_results_are_empty(make_runner):
     enqueue(step("plain"))
     make_runner().drain()
