@@ -1,10 +1,10 @@
 """Workflows on the lifecycle hooks (`jobs.lifecycle`): the one place where a
 job's life meets its workflow, so the runner never knows workflows exist.
 
-A step is told apart by its `workflow_id`, a column the claim reads back: a
-plain job (NULL) costs each attempt one attribute read and no statement.
-Before a step runs, the hook answers for it, so its `Done` is settled on its
-own with `after_settle` in the settle's transaction; there, and in every
+A step is told apart by its `workflow_id`, a column the claim reads back and
+the hook `marks`: a plain job (NULL) costs each attempt one attribute read
+and no statement. A step's `Done` is settled on its own with `after_settle`
+in the settle's transaction; there, and in every
 retirement's, the steps waiting for it are moved on (`release.settled`).
 A recovering runner's start, and every `REPAIR_SECONDS` after, repairs a
 waiting step whose dependencies all settled without moving it on.
@@ -13,7 +13,6 @@ waiting step whose dependencies all settled without moving it on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 
 from django.db import DatabaseError, InterfaceError
@@ -30,17 +29,11 @@ from jobs.workflows import release
 #: dependencies is live (`release.repair`): rows edited by hand, a restore.
 REPAIR_SECONDS = 60.0
 
-#: The verdict on every step: run it, and see its final settle.
-_RUN = lifecycle.Verdict(reason="a workflow's step")
-
 
 class WorkflowHook(lifecycle.Hook):
     """A workflow's steps, told apart by their `workflow_id`."""
 
-    def before_run(
-        self, job: Job, clock: Callable[[], datetime], using: str
-    ) -> lifecycle.Verdict | None:
-        return None if job.workflow_id is None else _RUN
+    marks = "workflow_id"
 
     def after_settle(
         self, store: Store, job: Job, now: datetime, state: str, started: datetime | None
