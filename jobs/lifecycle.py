@@ -66,6 +66,10 @@ class Hook:
     #: call for every job: a plain job costs the runner one attribute read.
     marks: str | None = None
 
+    #: When set, only jobs whose key starts with it are asked `before_run`:
+    #: the others cost the runner a string comparison rather than a call.
+    key_prefix: str | None = None
+
     def before_run(self, job: Job, clock: Callable[[], datetime], using: str) -> Verdict | None:
         """The verdict on the claimed `job`, or None for a job this hook does
         not recognise. `clock()` is the runner's time, read only if needed."""
@@ -112,6 +116,9 @@ def before_run(job: Job, clock: Callable[[], datetime], using: str) -> Verdict |
         if column is not None:
             if job.__dict__.get(column) is not None:
                 return FOLLOW
+            continue
+        prefix = hook.key_prefix
+        if prefix is not None and not job.key.startswith(prefix):
             continue
         verdict = hook.before_run(job, clock, using)
         if verdict is not None:
