@@ -78,7 +78,6 @@ class JobDetail:
                     shown("updated_at"),
                     shown("finished_at"),
                     shown("abandon_owed_at"),
-                    "workflow_id",
                 ]
             },
         ),
