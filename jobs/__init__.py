@@ -55,6 +55,7 @@ from jobs.spec import InvalidJobSpec, JobSpec
 
 if TYPE_CHECKING:
     from jobs.queue import enqueue, enqueue_many, enqueue_or_log
+    from jobs.workflows.api import Workflow
 
 __version__ = "0.1.0"
 
@@ -66,6 +67,7 @@ __all__ = [
     "JobSpec",
     "Reschedule",
     "Retry",
+    "Workflow",
     "enqueue",
     "enqueue_many",
     "enqueue_or_log",
@@ -80,4 +82,8 @@ def __getattr__(name: str) -> Any:
         from jobs import queue
 
         return getattr(queue, name)
+    if name == "Workflow":
+        from jobs.workflows.api import Workflow
+
+        return Workflow
     raise AttributeError(f"module 'jobs' has no attribute {name!r}")

@@ -38,8 +38,10 @@ class JobsAppConfig(AppConfig):
         from jobs.registry import autodiscover
         from jobs.schedules.hook import hook as schedules
         from jobs.wakeup import config_saved
+        from jobs.workflows.hook import hook as workflows
 
         lifecycle.register(schedules)
+        lifecycle.register(workflows)
         post_save.connect(config_saved, sender=JobsConfig, dispatch_uid="jobs.wakeup.config_saved")
         # The operator's controls reach runners as a config change does.
         for signal in (post_save, post_delete):

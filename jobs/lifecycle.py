@@ -59,6 +59,17 @@ class Hook:
     #: Seconds between `upkeep` calls on a recovering runner; None for never.
     upkeep_seconds: float | None = None
 
+    #: A column of `Job` that marks the jobs this hook follows when it is not
+    #: NULL (and that a claim reads back): each runs as any job, and its
+    #: `Done` is settled on its own with `after_settle`, as if `before_run`
+    #: had answered `Verdict()`, which is then never called. Cheaper than a
+    #: call for every job: a plain job costs the runner one attribute read.
+    marks: str | None = None
+
+    #: When set, only jobs whose key starts with it are asked `before_run`:
+    #: the others cost the runner a string comparison rather than a call.
+    key_prefix: str | None = None
+
     def before_run(self, job: Job, clock: Callable[[], datetime], using: str) -> Verdict | None:
         """The verdict on the claimed `job`, or None for a job this hook does
         not recognise. `clock()` is the runner's time, read only if needed."""
@@ -94,9 +105,21 @@ def register(hook: Hook) -> None:
         HOOKS.append(hook)
 
 
+#: The verdict on a job a hook `marks`: run it, and see its final settle.
+FOLLOW = Verdict(reason="marked")
+
+
 def before_run(job: Job, clock: Callable[[], datetime], using: str) -> Verdict | None:
     """The first verdict a hook gives on `job`, or None: run it as any job."""
     for hook in HOOKS:
+        column = hook.marks
+        if column is not None:
+            if job.__dict__.get(column) is not None:
+                return FOLLOW
+            continue
+        prefix = hook.key_prefix
+        if prefix is not None and not job.key.startswith(prefix):
+            continue
         verdict = hook.before_run(job, clock, using)
         if verdict is not None:
             return verdict

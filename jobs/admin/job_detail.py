@@ -78,6 +78,7 @@ class JobDetail:
                     shown("updated_at"),
                     shown("finished_at"),
                     shown("abandon_owed_at"),
+                    "workflow_id",
                 ]
             },
         ),

@@ -2,7 +2,7 @@
 the `JobsConfig` row (the live config, one row) and `RunnerProcess` (who is
 running right now).
 
-A job is live (`queued`, `running`) while it holds its `(kind, key)` identity
+A job is live (`queued`, `running`, `waiting`) while it holds its `(kind, key)` identity
 and settled (`done`, `failed`, `cancelled`) once it has released it. Job rows
 are written only through `jobs.queue` and `jobs.store`, which keep the rules.
 
@@ -74,9 +74,12 @@ class State(models.TextChoices):
     DONE = "done", "done"
     FAILED = "failed", "failed"
     CANCELLED = "cancelled", "cancelled"
+    #: A workflow's step whose dependencies have not all settled: live (it
+    #: holds its identity), never claimed, spending no attempt.
+    WAITING = "waiting", "waiting"
 
 
-LIVE_STATES = (State.QUEUED, State.RUNNING)
+LIVE_STATES = (State.QUEUED, State.RUNNING, State.WAITING)
 SETTLED_STATES = (State.DONE, State.FAILED, State.CANCELLED)
 _LIVE = Q(state__in=[s.value for s in LIVE_STATES])
 #: Live and settled rows by the generated `live` column, which the partial
@@ -162,6 +165,14 @@ class Job(models.Model):
             "links to; empty when it was queued outside a trace or without OpenTelemetry."
         ),
     )
+    # NULL for a plain job; a claim reads it back, so the runner tells a
+    # workflow's step from a plain job without a statement (`jobs.workflows`).
+    workflow_id = models.UUIDField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The workflow this job is a step of; empty for a plain job.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -230,6 +241,13 @@ class Job(models.Model):
                 condition=Q(abandon_owed_at__isnull=False),
                 name="jobs_job_abandon_owed",
             ),
+            # A workflow's steps (its page, its sweep, its repair). Partial on
+            # PostgreSQL and SQLite, so a plain job adds no entry to it.
+            models.Index(
+                fields=["workflow_id"],
+                condition=Q(workflow_id__isnull=False),
+                name="jobs_job_workflow",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -238,6 +256,13 @@ class Job(models.Model):
     @property
     def is_live(self) -> bool:
         return self.state in LIVE_STATES
+
+    def dependency_results(self) -> dict[str, Any]:
+        """In a workflow's step: {step name: result} of the steps it waits for
+        directly that ended done (their `Done(result=...)`); {} for a plain job."""
+        if self.workflow_id is None:
+            return {}
+        return dependency_results(Job.objects.using(self._state.db), self.id)
 
     @property
     def attempt_history(self) -> list[history.Entry]:
@@ -328,3 +353,7 @@ from jobs.models.routing import LimitedAttempt as LimitedAttempt  # noqa: E402
 from jobs.models.runners import RunnerProcess as RunnerProcess  # noqa: E402
 from jobs.models.runners import runner_name as runner_name  # noqa: E402
 from jobs.models.schedules import Schedule as Schedule  # noqa: E402
+from jobs.models.workflows import Dependency as Dependency  # noqa: E402
+from jobs.models.workflows import Workflow as Workflow  # noqa: E402
+from jobs.models.workflows import WorkflowStep as WorkflowStep  # noqa: E402
+from jobs.models.workflows import dependency_results  # noqa: E402

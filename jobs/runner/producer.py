@@ -161,6 +161,7 @@ class Runner:
         if self.recovers:
             recover_all(self.registry, self._current, self.using)
         self.on_ready()
+        flying = False  # attempts claimed or in flight since the burst last looked
         while not self.stopping.is_set():
             self.doorbell.clear()
             try:
@@ -186,7 +187,15 @@ class Runner:
                 self.doorbell.wait(self._current.poll_interval.total_seconds())
                 continue
             if burst and not claimed and not self.in_flight():
+                # A burst ends at a pass that claims nothing with nothing in
+                # flight. When attempts were in flight before it, their
+                # settles may have made work ready after its claim (a
+                # workflow's step released), so one more pass looks first.
+                if flying:
+                    flying = False
+                    continue
                 break
+            flying = True
             if claimed and claimed == free:
                 continue  # a full claim: more may be ready now
             self._idle()

@@ -37,6 +37,8 @@ REPAIR_SECONDS = 60.0
 class ScheduleHook(lifecycle.Hook):
     """A schedule's occurrences, told apart by their "schedule:" key."""
 
+    key_prefix = KEY_PREFIX  # the other jobs are not asked `before_run`
+
     @property
     def upkeep_seconds(self) -> float:  # type: ignore[override]
         return REPAIR_SECONDS  # read each time: tests shorten it

@@ -25,6 +25,7 @@ from jobs import history
 from jobs.config import BOUNDS
 from jobs.models import LIVE_STATES, SETTLED_ROWS, SETTLED_STATES, Job, JobsConfig, State
 from jobs.storable import storable_text
+from jobs.store import workflows
 from jobs.store.admission import Admission
 from jobs.store.base import NewJob, Store
 from jobs.store.rows import Claim, lease_ends, placeholders, queue_filter, queue_params
@@ -312,15 +313,22 @@ class OrmStore(Store):
     # -- maintenance ---------------------------------------------------------
 
     def prune(self, before: datetime, limit: int) -> int:
+        """Settled rows older than `before`, never a step of a workflow that
+        still has a live step (which may read it: `dependency_results`); a
+        workflow's own rows go with the last of its jobs."""
         jobs = Job.objects.using(self.using)
-        ids = list(
+        rows = list(
             jobs.filter(SETTLED_ROWS, finished_at__lt=before)
+            .exclude(workflow_id__in=workflows.live_workflows(self.using))
             .order_by("finished_at")
-            .values_list("id", flat=True)[:limit]
+            .values_list("id", "workflow_id")[:limit]
         )
-        if not ids:
+        if not rows:
             return 0
+        ids = [job_id for job_id, _ in rows]
         deleted, _ = jobs.filter(id__in=ids, state__in=SETTLED_STATES).delete()
+        if in_workflows := {workflow_id for _, workflow_id in rows if workflow_id is not None}:
+            workflows.forget(self.using, ids, in_workflows)
         return deleted
 
 

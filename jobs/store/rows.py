@@ -72,6 +72,9 @@ CLAIM_COLUMNS = (
     "priority",
     # For the attempt's span to link to (`jobs.tracing`); NULL on most rows.
     "traceparent",
+    # Tells a workflow's step from a plain job (`jobs.workflows.hook`); NULL
+    # on a plain job's row.
+    "workflow_id",
 )
 
 #: The columns a claim writes from values it was given (`now`, and each
@@ -142,6 +145,8 @@ def claim_from_row(
     values = dict(zip(CLAIM_COLUMNS, row, strict=True))
     problems: list[str] = []
     values["id"] = decode_uuid(values["id"])
+    if values["workflow_id"] is not None:
+        values["workflow_id"] = decode_uuid(values["workflow_id"])
     values["payload"], problem = decode_payload(values["payload"])
     values["errors"] = decode_errors(values["errors"])
     if problem is not None:

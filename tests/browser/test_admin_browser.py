@@ -375,7 +375,7 @@ def test_the_job_list_dashboard_and_runners_page_fit_1280_and_1440_without_clipp
             page.locator(".jobs-confirm-skip").wait_for()
             found[("cancel confirmation", width)] = page.evaluate(OVERFLOW)
         page.goto(live_server.url + pages["dashboard"])
-        badge = page.locator("#content .jobs-badge-waiting")
+        badge = page.locator("#content .jobs-badge-unserved")
         assert badge.inner_text() == "no live runner", "the handler badge reads in full"
     problems = {
         f"the {name} at {width} px": seen

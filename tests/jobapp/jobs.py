@@ -229,3 +229,27 @@ from tests.jobapp import schedule_jobs  # noqa: E402, F401  (the schedules tests
 # isort: split
 # The bad-outcomes fault scenario's handlers (tests/faults/test_bad_outcomes.py).
 from tests.jobapp import bad_outcomes  # noqa: E402, F401
+
+
+@register
+class FlowHandler(JobHandler):
+    """A workflow's step: records its execution and returns its key with the
+    results of the steps it waited for; `payload["fail"]` makes it `Failed`,
+    `payload["retry_once"]` its first attempt a `Retry`."""
+
+    kind = "test.flow"
+
+    def run(self, job: Job) -> Done | Failed | Retry:
+        execution = _record(job)
+        if job.payload.get("fail"):
+            _finish(execution)
+            return Failed("told to fail")
+        if job.payload.get("retry_once") and job.attempts == 1:
+            _finish(execution)
+            return Retry("told to retry")
+        results = job.dependency_results()
+        _finish(execution)
+        return Done(result={"key": job.key, "saw": sorted(results)})
+
+    def abandon(self, job: Job, reason: str) -> None:
+        Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())

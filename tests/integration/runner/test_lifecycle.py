@@ -120,3 +120,41 @@ def test_an_operators_cancel_tells_the_hooks_in_its_own_transaction(hooked):
 
     assert hook.settled == [("hooked-c", State.CANCELLED)]
     assert Job.objects.filter(kind="test.followed", key="hooked-c").exists()
+
+
+class Marking(lifecycle.Hook):
+    """Follows the jobs its column marks (`traceparent`, set by hand here),
+    and must never be asked `before_run`."""
+
+    marks = "traceparent"
+
+    def __init__(self) -> None:
+        self.settled: list[tuple[str, str]] = []
+
+    def before_run(
+        self, job: Job, clock: Callable[[], datetime], using: str
+    ) -> lifecycle.Verdict | None:
+        raise AssertionError("a hook that marks its jobs is never asked before_run")
+
+    def after_settle(
+        self, store: Store, job: Job, now: datetime, state: str, started: datetime | None
+    ) -> None:
+        self.settled.append((job.key, state))
+
+
+def test_a_hook_that_marks_its_jobs_by_a_column_sees_the_done_of_those_only(registry, make_runner):
+    hook = Marking()
+    lifecycle.register(hook)
+    try:
+        install(registry, Succeeds)
+        assert enqueue(JobSpec.now(Succeeds.kind, "marked"))
+        assert enqueue(JobSpec.now(Succeeds.kind, "plain"))
+        Job.objects.filter(key="marked").update(
+            traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+        )
+        make_runner(registry=registry).drain()
+    finally:
+        lifecycle.HOOKS.remove(hook)
+    assert hook.settled == [("marked", State.DONE)], (
+        "a marked job's Done reaches after_settle; a plain job's settles in the batch, unseen"
+    )

@@ -50,13 +50,21 @@ def test_collect_counts_jobs_by_state(now):
     for n in range(3):
         make_job(f"q{n}")
     make_job("r", state=State.RUNNING, kind="other")
+    make_job("w", state=State.WAITING, kind="other")
     for n in range(2):
         settled(f"d{n}", State.DONE, now - timedelta(days=2))
     settled("f", State.FAILED, now - timedelta(days=2))
     stats = collect(now=now)
-    assert stats.by_state == {"queued": 3, "running": 1, "done": 2, "failed": 1, "cancelled": 0}
+    assert stats.by_state == {
+        "queued": 3,
+        "running": 1,
+        "done": 2,
+        "failed": 1,
+        "cancelled": 0,
+        "waiting": 1,
+    }
     assert stats.estimated is False, "a small table is counted exactly"
-    assert stats.live_by_kind == {"k": {"queued": 3}, "other": {"running": 1}}, (
+    assert stats.live_by_kind == {"k": {"queued": 3}, "other": {"running": 1, "waiting": 1}}, (
         "live jobs are counted per kind and state"
     )
 

@@ -1,0 +1,148 @@
+"""The statements of workflows (`jobs.workflows`; the design note
+docs/design/workflows.md says why each is shaped as it is).
+
+Written once for every database with the ORM: the locking reads
+(`select_for_update`) are what makes a release race-free on MySQL/MariaDB,
+where a plain SELECT under REPEATABLE READ reads the transaction's snapshot;
+PostgreSQL under READ COMMITTED sees the latest commits either way, and
+SQLite, which has no row locks, one writer at a time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from django.db.models import QuerySet
+
+from jobs import config
+from jobs.models import Dependency, Job, JobsConfig, State, Workflow, WorkflowStep
+
+#: A waiting step's `run_at`: past every due row, so the claim's range on
+#: `run_at` (the ready index, where waiting rows are, being live) stops
+#: before it. The step's own due time is on its `WorkflowStep`.
+WAITING_RUN_AT = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+#: Rows a statement of a workflow's enqueue inserts at most.
+BATCH = 1000
+
+
+def configured_max_attempts(using: str) -> int:
+    """The budget a step takes when its spec gives none: the config row's."""
+    rows = JobsConfig.objects.using(using).filter(pk=JobsConfig.SINGLETON_ID)
+    configured = rows.values_list("max_attempts", flat=True).first()
+    return configured if configured is not None else config.initial().max_attempts
+
+
+def write_workflow(
+    using: str,
+    workflow: Workflow | None,
+    jobs: Sequence[Job],
+    steps: Sequence[WorkflowStep],
+    edges: Sequence[Dependency],
+) -> bool:
+    """Write a workflow's rows inside the enqueue's transaction: the
+    `Workflow` itself (None when it exists), its step jobs, their step rows and
+    edges. False, having written only jobs the caller must roll back, when a
+    live job already holds the identity of one of `jobs`."""
+    rows = Job.objects.using(using)
+    rows.bulk_create(jobs, batch_size=BATCH, ignore_conflicts=True)
+    ids = [job.id for job in jobs]
+    inserted = sum(
+        rows.filter(id__in=ids[n : n + BATCH]).count() for n in range(0, len(ids), BATCH)
+    )
+    if inserted != len(jobs):
+        return False
+    if workflow is not None:
+        workflow.save(using=using, force_insert=True)
+    WorkflowStep.objects.using(using).bulk_create(steps, batch_size=BATCH)
+    Dependency.objects.using(using).bulk_create(edges, batch_size=BATCH)
+    return True
+
+
+def workflow_of(using: str, job_id: uuid.UUID) -> uuid.UUID | None:
+    """The workflow the job `job_id` is a step of, or None."""
+    return Job.objects.using(using).filter(id=job_id).values_list("workflow_id", flat=True).first()
+
+
+def dependents(using: str, job_id: uuid.UUID) -> list[uuid.UUID]:
+    """The steps that wait for `job_id`, in id order: the order their rows are
+    locked in by every settle, so two settles never deadlock each other."""
+    rows = Dependency.objects.using(using).filter(depends_on_id=job_id)
+    return sorted(rows.values_list("step_id", flat=True))
+
+
+def lock_step(using: str, step_id: uuid.UUID) -> tuple[str, str, WorkflowStep] | None:
+    """Lock the job row of `step_id` until the transaction ends; its state,
+    its kind and its step row, or None if either is gone."""
+    job = (
+        Job.objects.using(using)
+        .select_for_update()
+        .filter(id=step_id)
+        .values_list("state", "kind")
+        .first()
+    )
+    step = WorkflowStep.objects.using(using).filter(job_id=step_id).first()
+    if job is None or step is None:
+        return None
+    return job[0], job[1], step
+
+
+def settle_edge(using: str, step_id: uuid.UUID, depends_on_id: uuid.UUID, outcome: str) -> None:
+    """Write how `depends_on_id` settled on its edge to `step_id` (lock the step first)."""
+    Dependency.objects.using(using).filter(step_id=step_id, depends_on_id=depends_on_id).update(
+        outcome=outcome
+    )
+
+
+def edges(using: str, step_id: uuid.UUID) -> list[tuple[uuid.UUID, str | None]]:
+    """Each dependency of `step_id` with its outcome (None: not settled), read
+    with a locking read, which sees the latest commits on every database."""
+    rows = Dependency.objects.using(using).select_for_update().filter(step_id=step_id)
+    return list(rows.order_by("id").values_list("depends_on_id", "outcome"))
+
+
+def release(using: str, step_id: uuid.UUID, run_at: datetime, now: datetime) -> bool:
+    """Move the waiting `step_id` to queued, due at `run_at`; whether it was waiting."""
+    rows = Job.objects.using(using).filter(id=step_id, state=State.WAITING)
+    return bool(rows.update(state=State.QUEUED, run_at=run_at, updated_at=now))
+
+
+def step_names(using: str, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The step name of each of `job_ids` that is a step."""
+    rows = WorkflowStep.objects.using(using).filter(job_id__in=job_ids)
+    return dict(rows.values_list("job_id", "name"))
+
+
+def live_workflows(using: str) -> QuerySet[Job, uuid.UUID | None]:
+    """The workflows with a live step, as a subquery for the sweep: none of
+    their settled steps is deleted while a live one may read it."""
+    live = Job.objects.using(using).filter(workflow_id__isnull=False, live=True)
+    return live.values_list("workflow_id", flat=True)
+
+
+def forget(using: str, job_ids: Sequence[uuid.UUID], workflow_ids: set[uuid.UUID]) -> None:
+    """The sweep deleted the settled steps `job_ids` of `workflow_ids`: delete
+    their step rows and edges, and each workflow none of whose jobs is left."""
+    WorkflowStep.objects.using(using).filter(job_id__in=job_ids).delete()
+    Dependency.objects.using(using).filter(step_id__in=job_ids).delete()
+    Dependency.objects.using(using).filter(depends_on_id__in=job_ids).delete()
+    left = Job.objects.using(using).filter(workflow_id__in=workflow_ids).values("workflow_id")
+    Workflow.objects.using(using).filter(id__in=workflow_ids).exclude(id__in=left).delete()
+
+
+def stranded(using: str, limit: int) -> list[uuid.UUID]:
+    """Waiting steps none of whose dependencies is live (rows edited by hand,
+    a restore, a settle from before the workflow's rows): the repair's work."""
+    live = Job.objects.using(using).filter(live=True).values("id")
+    pending = Dependency.objects.using(using).filter(depends_on_id__in=live).values("step_id")
+    waiting = Job.objects.using(using).filter(state=State.WAITING).exclude(id__in=pending)
+    return list(waiting.order_by("id").values_list("id", flat=True)[:limit])
+
+
+def dependency_states(using: str, step_id: uuid.UUID) -> dict[uuid.UUID, str]:
+    """The state of each dependency of `step_id` whose job is still there."""
+    on = Dependency.objects.using(using).filter(step_id=step_id).values("depends_on_id")
+    return dict(Job.objects.using(using).filter(id__in=on).values_list("id", "state"))

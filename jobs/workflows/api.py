@@ -1,0 +1,206 @@
+"""`Workflow` and `Step`: the public way to queue jobs that wait for other jobs.
+
+A `Workflow` is built in memory (`add`), then written in one transaction
+(`enqueue`): nothing reaches the database before, so a mistake found while
+building (a step of another workflow in `after`, a duplicate name, an unknown
+`when`) writes nothing, and an invalid spec or a taken identity found at
+`enqueue` rolls every row back. `after` only takes steps already added, so no
+cycle can be written. The design note docs/design/workflows.md says why the
+rows are shaped as they are.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import observers, tracing
+from jobs.models import Dependency, Job, State, WorkflowStep
+from jobs.models import Workflow as WorkflowRow
+from jobs.models.workflows import STEP_NAME_MAX_LENGTH, WHEN_DONE, WHENS
+from jobs.queue import routing
+from jobs.spec import JobSpec
+from jobs.store import for_database
+from jobs.store.workflows import WAITING_RUN_AT, configured_max_attempts, write_workflow
+from jobs.wakeup import wake_runners
+
+#: A workflow's longest name (its column's length).
+NAME_MAX_LENGTH = 255
+
+
+class InvalidWorkflow(ValueError):
+    """A workflow that cannot be written as built; nothing was written."""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Step:
+    """One step of a workflow, as `Workflow.add` hands it back: what `after`
+    takes. `job_id` is its job's id from the moment it is added."""
+
+    job_id: uuid.UUID
+    name: str
+    workflow: Workflow = field(repr=False)
+
+
+@dataclass(slots=True)
+class _Planned:
+    step: Step
+    spec: JobSpec
+    after: tuple[Step, ...]
+    when: str
+
+
+class _Taken(Exception):
+    """A step's identity is held by a live job: roll the whole workflow back."""
+
+
+class Workflow:
+    """Jobs that wait for other jobs, queued together (`add`, then `enqueue`).
+
+    `name` is a label for operators; `deadline`, when given, is the deadline
+    of each step that sets none, or a later one.
+    """
+
+    def __init__(self, name: str, *, deadline: datetime | None = None) -> None:
+        if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX_LENGTH:
+            raise InvalidWorkflow(
+                f"a workflow's name is a non-blank string of at most {NAME_MAX_LENGTH} "
+                f"characters, not {name!r}"
+            )
+        if deadline is not None and (not isinstance(deadline, datetime) or deadline.tzinfo is None):
+            raise InvalidWorkflow(f"a workflow's deadline is an aware datetime, not {deadline!r}")
+        self.id = uuid.uuid4()
+        self.name, self.deadline = name, deadline
+        self._planned: list[_Planned] = []
+        self._names: set[str] = set()
+        self._enqueued = False
+
+    def add(
+        self,
+        spec: JobSpec,
+        *,
+        after: Iterable[Step] = (),
+        when: str = WHEN_DONE,
+        name: str | None = None,
+    ) -> Step:
+        """Add `spec` as a step that runs after each step of `after` (`when`
+        "done": once all are done; "settled": once all settled, whatever the
+        outcome). `name`, unique in the workflow, defaults to "<kind>:<key>"."""
+        if self._enqueued:
+            raise InvalidWorkflow(f"workflow {self.name!r} is already enqueued")
+        if not isinstance(spec, JobSpec):
+            raise InvalidWorkflow(f"a step is a JobSpec, not {type(spec).__name__}")
+        if when not in WHENS:
+            raise InvalidWorkflow(f'when is "done" or "settled", not {when!r}')
+        if isinstance(after, Step):
+            after = (after,)
+        before = tuple(after)
+        for step in before:
+            if not isinstance(step, Step):
+                raise InvalidWorkflow(
+                    f"after holds the Steps Workflow.add returned, not {type(step).__name__}"
+                )
+            if step.workflow is not self:
+                raise InvalidWorkflow(
+                    f"after names step {step.name!r} of workflow {step.workflow.name!r}, "
+                    f"not of {self.name!r}"
+                )
+        if name is None:
+            name = f"{spec.kind}:{spec.key}"
+        if not isinstance(name, str) or not name or len(name) > STEP_NAME_MAX_LENGTH:
+            raise InvalidWorkflow(
+                f"a step's name is a non-empty string of at most {STEP_NAME_MAX_LENGTH} "
+                f"characters, not {name!r}"
+            )
+        if name in self._names:
+            raise InvalidWorkflow(f"workflow {self.name!r} already has a step named {name!r}")
+        step = Step(uuid.uuid4(), name, self)
+        self._names.add(name)
+        self._planned.append(_Planned(step, spec, tuple(dict.fromkeys(before)), when))
+        return step
+
+    def enqueue(self, *, using: str | None = None) -> uuid.UUID | None:
+        """Write every step in one transaction (the caller's, inside `atomic()`)
+        and answer the workflow's id; None, writing nothing, when a live job
+        already holds the `(kind, key)` of any step. Steps without dependencies
+        are queued, the others wait. Raises `InvalidJobSpec` for an invalid
+        spec, writing nothing."""
+        if self._enqueued:
+            raise InvalidWorkflow(f"workflow {self.name!r} is already enqueued")
+        if not self._planned:
+            raise InvalidWorkflow(f"workflow {self.name!r} has no step")
+        specs = [self._with_deadline(planned.spec) for planned in self._planned]
+        for spec in specs:
+            spec.validate()  # InvalidJobSpec before anything is written
+        store, now = for_database(using), timezone.now()
+        try:
+            with transaction.atomic(using=store.using):
+                jobs = self._jobs(specs, now, configured_max_attempts(store.using))
+                workflow = WorkflowRow(
+                    id=self.id, name=self.name, deadline=self.deadline, created_at=now
+                )
+                if not write_workflow(
+                    store.using, workflow, jobs, self._steps(specs), self._edges()
+                ):
+                    raise _Taken
+        except _Taken:
+            return None
+        self._enqueued = True
+        wake_runners(store.using)
+        observers.enqueued(jobs, store.using)
+        return self.id
+
+    def _with_deadline(self, spec: JobSpec) -> JobSpec:
+        if self.deadline is None or (spec.deadline is not None and spec.deadline <= self.deadline):
+            return spec
+        return spec.with_deadline(self.deadline)
+
+    def _jobs(self, specs: list[JobSpec], now: datetime, max_attempts: int) -> list[Job]:
+        traceparent = tracing.traceparent()
+        jobs = []
+        for planned, spec in zip(self._planned, specs, strict=True):
+            queue, priority = routing(spec)
+            waits = bool(planned.after)
+            jobs.append(
+                Job(
+                    id=planned.step.job_id,
+                    kind=spec.kind,
+                    key=spec.key,
+                    payload=spec.payload,
+                    state=State.WAITING if waits else State.QUEUED,
+                    max_attempts=max_attempts if spec.max_attempts is None else spec.max_attempts,
+                    run_at=WAITING_RUN_AT if waits else spec.run_at,
+                    deadline=spec.deadline,
+                    queue=queue,
+                    priority=priority,
+                    traceparent=traceparent,
+                    workflow_id=self.id,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return jobs
+
+    def _steps(self, specs: list[JobSpec]) -> list[WorkflowStep]:
+        return [
+            WorkflowStep(
+                job_id=planned.step.job_id,
+                workflow_id=self.id,
+                name=planned.step.name,
+                when=planned.when,
+                due_at=spec.run_at,
+            )
+            for planned, spec in zip(self._planned, specs, strict=True)
+        ]
+
+    def _edges(self) -> list[Dependency]:
+        return [
+            Dependency(step_id=planned.step.job_id, depends_on_id=before.job_id)
+            for planned in self._planned
+            for before in planned.after
+        ]
