@@ -120,11 +120,10 @@ def _last_first(
 ) -> list[tuple[uuid.UUID, str, str]]:
     """`live` (id, kind, state) with every step before the steps it waits for."""
     names = reads.steps(using, workflow_id)
-    edges = [(step, dep) for step, dep, _ in reads.edges(using, workflow_id)]
+    edges = ((step.int, dep.int) for step, dep, _ in reads.edges(using, workflow_id))
     epoch = datetime.min.replace(tzinfo=UTC)
-    order = run_order(((job_id, epoch, names.get(job_id, ("",))[0]) for job_id, *_ in live), edges)
-    by_id = {row[0]: row for row in live}
-    return [by_id[job_id] for job_id in reversed(order)]
+    nodes = [(job_id.int, epoch, names.get(job_id, ("",))[0]) for job_id, *_ in live]
+    return [live[n] for n in reversed(run_order(nodes, edges))]
 
 
 def _batches(
