@@ -38,6 +38,9 @@ CANCEL_BATCH = 100
 #: running step growing its workflow) before it reports what is left.
 CANCEL_ROUNDS = 5
 
+#: Why a step settled before the cancel began was left: "done, already settled".
+ALREADY_SETTLED = "already settled"
+
 #: Why a step was left that went away (the sweep) between the read and its cancel.
 GONE = "deleted before its cancel"
 
@@ -107,7 +110,7 @@ def cancel(
             report.skipped[ADDED] += left
     for job_id, state in reads.settled_steps(store.using, workflow_id):
         if job_id not in tried:
-            report.skipped[f"{state}, already settled"] += 1
+            report.skipped[f"{state}, {ALREADY_SETTLED}"] += 1
     return report
 
 
