@@ -66,9 +66,8 @@ class CancelReport:
                 f" ({self.running:,} of them running: the attempt runs on, its result discarded)"
             )
         if self.skipped:
-            text += "; skipped " + ", ".join(
-                f"{n:,} ({why})" for why, n in self.skipped.most_common()
-            )
+            most = sorted(self.skipped.items(), key=lambda item: (-item[1], item[0]))
+            text += "; skipped " + ", ".join(f"{n:,} ({why})" for why, n in most)
         return text
 
 
