@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -78,7 +79,7 @@ class JobDetail:
                     shown("updated_at"),
                     shown("finished_at"),
                     shown("abandon_owed_at"),
-                    "workflow_id",
+                    "workflow_link",
                 ]
             },
         ),
@@ -136,6 +137,17 @@ class JobDetail:
         help_texts |= {"kind_shown": _help_text("kind"), "whole_key": _help_text("key")}
         return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
             request, obj, change, help_texts=help_texts, **kwargs
+        )
+
+    @admin.display(description="workflow")
+    def workflow_link(self, job: Job) -> SafeString | str:
+        """The workflow's page, for a step (`jobs.admin.workflow_page`); a dash for a plain job."""
+        if job.workflow_id is None:
+            return NOTHING
+        return format_html(
+            '<a class="jobs-workflow-link" href="{}">{}</a>',
+            reverse("admin:jobs_workflow", args=[job.workflow_id]),
+            job.workflow_id,
         )
 
     @admin.display(description="key")
