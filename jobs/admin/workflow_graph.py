@@ -309,7 +309,8 @@ def _summary(nodes: Sequence[Node], layer_of: dict[uuid.UUID, int], depth: int) 
         y = MARGIN + index * (BAND_HEIGHT + BAND_GAP)
         first, last = index * per_band + 1, min((index + 1) * per_band, depth)
         label = f"layer {first}" if first == last else f"layers {first} to {last}"
-        x, parts = MARGIN + BAND_LABEL, []
+        x: float = MARGIN + BAND_LABEL
+        parts = []
         for state in order:
             if count[state]:
                 width = max(2.0, round(BAND_BAR * count[state] / most, 1))

@@ -39,7 +39,7 @@ from jobs.workflows import operator
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-    from jobs.workflows.operator import StepView, WorkflowView
+    from jobs.workflows.operator import CancelReport, StepView, WorkflowView
 
 #: The most steps the table lists; the job list, filtered by the workflow, has them all.
 LISTED = 1_000
@@ -76,14 +76,19 @@ def cancel_page(
     the running steps), the confirmation's POST (`post=yes`) cancels."""
     if not model_admin.has_change_permission(request):
         raise PermissionDenied
-    page = reverse("admin:jobs_workflow", args=[workflow_id], current_app=model_admin.admin_site.name)
+    page = reverse("admin:jobs_workflow", args=[workflow_id])
     if request.method != "POST":
         return HttpResponseRedirect(page)
     view = _described(workflow_id)
     if not confirmed(request):
         return _confirmation(model_admin, request, view, page)
-    result = operator.cancel(workflow_id, by=f"admin:{request.user.get_username()}")
-    _report(model_admin, request, view, result)
+    try:
+        report = operator.cancel(
+            workflow_id, by=f"admin:{request.user.get_username()}", using=Job.objects.db
+        )
+    except operator.UnknownWorkflow as error:
+        raise Http404(str(error)) from None
+    _report(model_admin, request, view, report)
     return HttpResponseRedirect(page)
 
 
@@ -102,22 +107,13 @@ def _base(model_admin: ModelAdmin[Job], request: HttpRequest, view: WorkflowView
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
         "workflow": view,
-        "counts": [
-            {"state": state, "count": count}
-            for state, count in sorted(view.counts.items(), key=lambda item: _rank(item[0]))
-            if count
-        ],
+        # In `State`'s order, as `describe` counts them.
+        "counts": [{"state": state, "count": count} for state, count in view.counts.items()],
         "jobs_url": f"{changelist}?workflow_id={view.id}",
         "page_url": reverse("admin:jobs_workflow", args=[view.id]),
         "cancel_url": reverse("admin:jobs_workflow_cancel", args=[view.id]),
         "media": model_admin.media,
     }
-
-
-def _rank(state: str) -> int:
-    """States in the order a step lives them: waiting, queued, running, then settled."""
-    order = [State.WAITING, State.QUEUED, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED]
-    return order.index(state) if state in order else len(order)
 
 
 def _node(step: StepView) -> workflow_graph.Node:
@@ -140,10 +136,9 @@ def _node(step: StepView) -> workflow_graph.Node:
 def _row(step: StepView, names: dict[uuid.UUID, str]) -> dict[str, Any]:
     """A step as the table lists it. A waiting step has no time to run yet:
     it says how many of its dependencies it still waits for."""
-    outcomes = dict(step.outcome_by_dependency)
-    unsettled = sum(1 for outcome in outcomes.values() if outcome is None)
+    outcomes = step.outcome_by_dependency
     if step.state == State.WAITING:
-        next_up = f"waiting for {unsettled} of {len(outcomes) or len(step.waits_for)}"
+        next_up = f"waiting for {step.unsettled_dependencies} of {len(step.waits_for)}"
     elif step.state == State.QUEUED and step.run_at is not None:
         next_up = f"due {stamp(step.run_at)}"
     else:
@@ -166,16 +161,9 @@ def _row(step: StepView, names: dict[uuid.UUID, str]) -> dict[str, Any]:
     }
 
 
-def _duration(spent: object) -> str:
-    """How long a step ran, however `describe` gives it (seconds, a
-    timedelta, or words already), or a dash."""
-    if spent is None:
-        return NOTHING
-    if isinstance(spent, timedelta):
-        return duration(spent.total_seconds())
-    if isinstance(spent, int | float):
-        return duration(spent)
-    return str(spent)
+def _duration(spent: timedelta | None) -> str:
+    """How long a settled step's last attempt ran, or a dash."""
+    return NOTHING if spent is None else duration(spent.total_seconds())
 
 
 def _confirmation(
@@ -201,21 +189,9 @@ def _confirmation(
 
 
 def _report(
-    model_admin: ModelAdmin[Job], request: HttpRequest, view: WorkflowView, result: object
+    model_admin: ModelAdmin[Job], request: HttpRequest, view: WorkflowView, report: CancelReport
 ) -> None:
-    """The cancel's outcome as a message: how many steps it retired."""
-    touched = getattr(result, "touched", result)
-    count = touched if isinstance(touched, int) else None
-    if count:
-        steps = "1 step" if count == 1 else f"{count:,} steps"
-        model_admin.message_user(
-            request, f"Workflow {view.name}: {steps} cancelled.", messages.SUCCESS
-        )
-    elif count == 0:
-        model_admin.message_user(
-            request,
-            f"Workflow {view.name}: nothing to cancel, every step had settled.",
-            messages.WARNING,
-        )
-    else:
-        model_admin.message_user(request, f"Workflow {view.name}: cancelled.", messages.SUCCESS)
+    """The cancel's outcome as a message, in `CancelReport`'s words (as
+    `jobs workflow cancel` prints them)."""
+    level = messages.SUCCESS if report.cancelled else messages.WARNING
+    model_admin.message_user(request, f"Workflow {view.name}: {report}.", level)

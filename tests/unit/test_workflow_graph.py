@@ -27,7 +27,8 @@ def node(name: str, *after: Node, state: str = "queued") -> Node:
 
 
 def overlap(a: Box, b: Box) -> bool:
-    return a.x < b.x + b.width and b.x < a.x + a.width and a.y < b.y + b.height and b.y < a.y + a.height
+    across = a.x < b.x + b.width and b.x < a.x + a.width
+    return across and a.y < b.y + b.height and b.y < a.y + a.height
 
 
 def assert_well_drawn(nodes: list[Node]) -> workflow_graph.Picture:
@@ -37,8 +38,10 @@ def assert_well_drawn(nodes: list[Node]) -> workflow_graph.Picture:
     for first, second in itertools.combinations(picture.boxes, 2):
         assert not overlap(first, second), f"{first.node.name} and {second.node.name} overlap"
     for box in picture.boxes:
-        assert 0 <= box.x and box.x + box.width <= picture.width, f"{box.node.name} fits across"
-        assert 0 <= box.y and box.y + box.height <= picture.height, f"{box.node.name} fits down"
+        assert box.x >= 0, f"{box.node.name} starts inside the picture"
+        assert box.y >= 0, f"{box.node.name} starts inside the picture"
+        assert box.x + box.width <= picture.width, f"{box.node.name} fits across"
+        assert box.y + box.height <= picture.height, f"{box.node.name} fits down"
     for n in nodes:
         for dep in n.after:
             assert boxes[dep].layer < boxes[n.id].layer, "a dependency is in an earlier layer"
@@ -107,7 +110,8 @@ def test_the_sweeps_untangle_a_crossing_that_an_order_without_one_avoids():
 def test_a_long_name_is_cut_with_an_ellipsis_and_kept_whole_in_the_node():
     long = node("x" * 80)
     (box,) = draw([long]).boxes
-    assert box.label.endswith("…") and len(box.label) == workflow_graph.LABEL_CHARS
+    assert box.label.endswith("…"), "a cut name ends in an ellipsis"
+    assert len(box.label) == workflow_graph.LABEL_CHARS, "it is cut to what a box shows"
     assert box.node.name == "x" * 80, "the whole name stays for the tooltip"
 
 
@@ -120,7 +124,8 @@ def test_above_the_limit_the_picture_is_a_summary_by_layer_with_counts_by_state(
     ]
     end = node("end", *fan[:10], state="waiting")
     picture = draw([root, *fan, end])
-    assert picture.summary and not picture.boxes, "above the limit no step has its own box"
+    assert picture.summary, "above the limit the picture is a summary"
+    assert not picture.boxes, "above the limit no step has its own box"
     assert [band.steps for band in picture.bands] == [1, 9_998, 1], "a bar per layer"
     assert {part.state: part.count for part in picture.bands[1].parts} == {
         "running": 6_665,
