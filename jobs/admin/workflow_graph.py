@@ -37,12 +37,12 @@ SWEEPS = 8
 
 #: The geometry, in SVG user units (drawn one to one with CSS pixels).
 MARGIN = 8
-BOX_WIDTH, BOX_HEIGHT = 172, 30
+BOX_WIDTH, BOX_HEIGHT = 150, 30
 #: The space between boxes of one layer, and between layers, in each direction.
-ACROSS_GAP_RIGHT, ALONG_GAP_RIGHT = 10, 56
+ACROSS_GAP_RIGHT, ALONG_GAP_RIGHT = 10, 36
 ACROSS_GAP_DOWN, ALONG_GAP_DOWN = 16, 40
 #: The longest name a box shows whole at 12 px; longer ones end in "…".
-LABEL_CHARS = 23
+LABEL_CHARS = 20
 #: A summary's columns: the layer's label, its bar, its count.
 BAND_LABEL, BAND_BAR, BAND_COUNT, BAND_HEIGHT, BAND_GAP = 130, 600, 90, 20, 8
 
