@@ -63,13 +63,14 @@ def workflow_page(
         raise PermissionDenied
     view = _described(workflow_id)
     names = {step.job_id: step.name for step in view.steps}
+    link = _JobLinks()
     context = {
         **_base(model_admin, request, view),
         "title": f"Workflow {view.name}",
-        "picture": workflow_graph.draw([_node(step) for step in view.steps]),
+        "picture": workflow_graph.draw([_node(step, link) for step in view.steps]),
         "graph_limit": workflow_graph.MAX_BOXES,
         "graph_fits": GRAPH_FITS,
-        "rows": [_row(step, names) for step in view.steps[:LISTED]],
+        "rows": [_row(step, names, link) for step in view.steps[:LISTED]],
         "more": max(len(view.steps) - LISTED, 0),
         "can_cancel": model_admin.has_change_permission(request) and not view.settled,
         "now": timezone.now(),
@@ -124,24 +125,41 @@ def _base(model_admin: ModelAdmin[Job], request: HttpRequest, view: WorkflowView
     }
 
 
-def _node(step: StepView) -> workflow_graph.Node:
+class _JobLinks:
+    """Each step's job page, `reverse`d once for the page rather than once a
+    step (a third of a second at 10,000 steps)."""
+
+    def __init__(self) -> None:
+        self.template = reverse("admin:jobs_job_change", args=[_ANY])
+
+    def __call__(self, job_id: uuid.UUID) -> str:
+        return self.template.replace(str(_ANY), str(job_id))
+
+
+_ANY = uuid.UUID(int=0)
+
+
+def _node(step: StepView, link: _JobLinks) -> workflow_graph.Node:
     """A step as the graph draws it: its box links to its job, its tooltip says
     the whole name, its state, attempts and time taken."""
-    spent = _duration(step.duration)
-    title = f"{step.name}\n{step.state}, attempt {step.attempts} of {step.max_attempts}"
-    if spent != NOTHING:
-        title += f", {spent}"
+    if step.state == State.WAITING:
+        said = f"waiting for {step.unsettled_dependencies} of {len(step.waits_for)}"
+    else:
+        said = f"{step.state}, attempts {step.attempts} / {step.max_attempts}"
+        if step.duration is not None:
+            said += f", took {_duration(step.duration)}"
+    title = f"{step.name}\n{said}"
     return workflow_graph.Node(
         id=step.job_id,
         name=step.name,
         state=str(step.state),
-        url=reverse("admin:jobs_job_change", args=[step.job_id]),
+        url=link(step.job_id),
         title=title,
         after=tuple(step.waits_for),
     )
 
 
-def _row(step: StepView, names: dict[uuid.UUID, str]) -> dict[str, Any]:
+def _row(step: StepView, names: dict[uuid.UUID, str], link: _JobLinks) -> dict[str, Any]:
     """A step as the table lists it. A waiting step has no time to run yet:
     it says how many of its dependencies it still waits for."""
     outcomes = step.outcome_by_dependency
@@ -154,7 +172,7 @@ def _row(step: StepView, names: dict[uuid.UUID, str]) -> dict[str, Any]:
     line = step.error_line or step.result_line or ""
     return {
         "step": step,
-        "url": reverse("admin:jobs_job_change", args=[step.job_id]),
+        "url": link(step.job_id),
         "next_up": next_up,
         "started": _parts(step.started_at),
         "finished": _parts(step.finished_at),

@@ -112,6 +112,10 @@ def test_the_page_shows_every_step_in_the_table_and_as_a_box_of_its_state_in_the
         assert box.group(1) == reverse("admin:jobs_job_change", args=[job.id]), "it links its job"
         assert box.group(2) == job.state, "the box is coloured by the step's state"
     assert svg.count('class="jobs-edge"') == 4, "an arrow per dependency"
+    notify = svg[svg.index(f'data-step="{jobs["notify"].id}"') :]
+    assert notify.split("</title>")[0].endswith("notify\nwaiting for 2 of 2"), (
+        "a waiting step's tooltip says what it waits for"
+    )
     assert "<script" not in page.split('id="content-main"')[1], "the graph needs no script"
     assert not re.search(r'(src|href)="https?://', svg), "and no asset from elsewhere"
 
@@ -199,6 +203,11 @@ def test_a_job_page_links_its_workflow_and_the_workflow_page_links_its_jobs_in_t
     assert {job.id for job in listed.context["cl"].result_list} == {
         job.id for job in jobs.values()
     }, "the list narrowed to the workflow shows its steps and no other job"
+    plain = Job.objects.create(kind=FLOW, key="plain", run_at=timezone.now(), max_attempts=1)
+    in_any = viewer_client.get(reverse("admin:jobs_job_changelist"), {"workflow_id": "any"})
+    shown = {job.id for job in in_any.context["cl"].result_list}
+    assert len(shown) == 5, "'in a workflow' lists the steps of both workflows"
+    assert plain.id not in shown, "and no plain job"
     assert f"?workflow_id={workflow_id}" in show(viewer_client, workflow_id)
     assert "order 42" in as_read(listed.content.decode()), "the filter names the workflow"
 
