@@ -40,6 +40,7 @@ from jobs.cli import (
     schedules,
     show,
     stats,
+    workflow,
 )
 from jobs.cli.cancel import cancel_jobs
 from jobs.cli.enqueue import enqueue_job
@@ -63,6 +64,7 @@ VERBS: tuple[Module, ...] = (
     limit,
     schedules,
     stats,
+    workflow,
 )
 
 __all__ = [

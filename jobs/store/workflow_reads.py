@@ -96,3 +96,22 @@ def workflows_of_jobs(using: str, condition: Q, limit: int) -> list[uuid.UUID]:
     """The workflows of at most `limit` steps whose job's id meets `condition`."""
     rows = Job.objects.using(using).filter(condition, workflow_id__isnull=False).order_by("id")
     return [i for i in rows.values_list("workflow_id", flat=True)[:limit] if i is not None]
+
+
+def waits_for(
+    using: str, step_id: uuid.UUID
+) -> tuple[datetime | None, list[tuple[uuid.UUID, str, str | None]]]:
+    """A step's own due time (None if it is not a step), and each of its
+    dependencies, (id, name, outcome), in the order `after` gave them: what
+    `jobs show` says a waiting step waits for. Three statements."""
+    due_at = (
+        WorkflowStep.objects.using(using)
+        .filter(job_id=step_id)
+        .values_list("due_at", flat=True)
+        .first()
+    )
+    rows = Dependency.objects.using(using).filter(step_id=step_id).order_by("id")
+    edges = list(rows.values_list("depends_on_id", "outcome"))
+    named = WorkflowStep.objects.using(using).filter(job_id__in=[dep for dep, _ in edges])
+    names = dict(named.values_list("job_id", "name"))
+    return due_at, [(dep, names.get(dep, str(dep)), outcome) for dep, outcome in edges]

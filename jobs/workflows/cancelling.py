@@ -38,6 +38,9 @@ CANCEL_BATCH = 100
 #: running step growing its workflow) before it reports what is left.
 CANCEL_ROUNDS = 5
 
+#: Why a step settled before the cancel began was left: "done, already settled".
+ALREADY_SETTLED = "already settled"
+
 #: Why a step was left that went away (the sweep) between the read and its cancel.
 GONE = "deleted before its cancel"
 
@@ -63,9 +66,8 @@ class CancelReport:
                 f" ({self.running:,} of them running: the attempt runs on, its result discarded)"
             )
         if self.skipped:
-            text += "; skipped " + ", ".join(
-                f"{n:,} ({why})" for why, n in self.skipped.most_common()
-            )
+            most = sorted(self.skipped.items(), key=lambda item: (-item[1], item[0]))
+            text += "; skipped " + ", ".join(f"{n:,} ({why})" for why, n in most)
         return text
 
 
@@ -107,7 +109,7 @@ def cancel(
             report.skipped[ADDED] += left
     for job_id, state in reads.settled_steps(store.using, workflow_id):
         if job_id not in tried:
-            report.skipped[f"{state}, already settled"] += 1
+            report.skipped[f"{state}, {ALREADY_SETTLED}"] += 1
     return report
 
 
@@ -120,11 +122,10 @@ def _last_first(
 ) -> list[tuple[uuid.UUID, str, str]]:
     """`live` (id, kind, state) with every step before the steps it waits for."""
     names = reads.steps(using, workflow_id)
-    edges = [(step, dep) for step, dep, _ in reads.edges(using, workflow_id)]
+    edges = ((step.int, dep.int) for step, dep, _ in reads.edges(using, workflow_id))
     epoch = datetime.min.replace(tzinfo=UTC)
-    order = run_order(((job_id, epoch, names.get(job_id, ("",))[0]) for job_id, *_ in live), edges)
-    by_id = {row[0]: row for row in live}
-    return [by_id[job_id] for job_id in reversed(order)]
+    nodes = [(job_id.int, epoch, names.get(job_id, ("",))[0]) for job_id, *_ in live]
+    return [live[n] for n in reversed(run_order(nodes, edges))]
 
 
 def _batches(

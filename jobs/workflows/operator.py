@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -120,31 +120,34 @@ def describe(workflow_id: uuid.UUID, *, using: str | None = None) -> WorkflowVie
     if row is None:
         return None
     jobs = reads.step_jobs(alias, workflow_id)
-    steps = reads.steps(alias, workflow_id)
-    edges = reads.edges(alias, workflow_id)
-    order = run_order(
-        ((job["id"], job["created_at"], _name(job, steps)) for job in jobs),
-        [(step, dep) for step, dep, _ in edges],
+    steps = {job_id.int: step for job_id, step in reads.steps(alias, workflow_id).items()}
+    edges = [(step.int, dep, outcome) for step, dep, outcome in reads.edges(alias, workflow_id)]
+    for job in jobs:
+        job["step"] = steps.get(job["id"].int) or (_unnamed(job), WHEN_DONE, job["run_at"])
+    positions = run_order(
+        [(job["id"].int, job["created_at"], job["step"][0]) for job in jobs],
+        ((step, dep.int) for step, dep, _ in edges),
     )
-    position = {job_id: n for n, job_id in enumerate(order)}
-
-    def inrun_order(ids: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
-        return tuple(sorted(ids, key=lambda i: (position.get(i, len(position)), str(i))))
-
-    waits: dict[uuid.UUID, dict[uuid.UUID, str | None]] = {}
-    waited: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for step_id, dep, outcome in edges:
-        waits.setdefault(step_id, {})[dep] = outcome
-        waited.setdefault(dep, []).append(step_id)
-    by_id = {job["id"]: job for job in jobs}
+    jobs = [jobs[n] for n in positions]
+    # Each step's edges as (position of the other end, its id, outcome), to be
+    # sorted on the position alone; an end no longer there goes last.
+    position = {job["id"].int: n for n, job in enumerate(jobs)}
+    last = len(jobs)
+    waits: list[list[tuple[int, uuid.UUID, str | None]]] = [[] for _ in jobs]
+    waited: list[list[tuple[int, uuid.UUID, str | None]]] = [[] for _ in jobs]
+    for step, dep, outcome in edges:
+        at, dep_at = position.get(step), position.get(dep.int, last)
+        if at is not None:
+            waits[at].append((dep_at, dep, outcome))
+            if dep_at != last:
+                waited[dep_at].append((at, jobs[at]["id"], outcome))
     views = []
-    for job_id in order:
-        job = by_id[job_id]
-        outcomes = waits.get(job_id, {})
-        name, when, due_at = steps.get(job_id, (_name(job, steps), WHEN_DONE, job["run_at"]))
+    for at, job in enumerate(jobs):
+        name, when, due_at = job["step"]
+        dependencies = sorted(waits[at], key=_first)
         views.append(
             StepView(
-                job_id=job_id,
+                job_id=job["id"],
                 name=name,
                 kind=job["kind"],
                 key=job["key"],
@@ -162,9 +165,9 @@ def describe(workflow_id: uuid.UUID, *, using: str | None = None) -> WorkflowVie
                 duration=_duration(job),
                 result_line=_result_line(job),
                 error_line=telling_line(job["last_error"] or ""),
-                waits_for=inrun_order(outcomes),
-                waited_by=inrun_order(waited.get(job_id, ())),
-                outcome_by_dependency={dep: outcomes[dep] for dep in inrun_order(outcomes)},
+                waits_for=tuple(dep for _, dep, _ in dependencies),
+                waited_by=tuple(step for _, step, _ in sorted(waited[at], key=_first)),
+                outcome_by_dependency={dep: outcome for _, dep, outcome in dependencies},
             )
         )
     counted = Counter(job["state"] for job in jobs)
@@ -178,10 +181,13 @@ def describe(workflow_id: uuid.UUID, *, using: str | None = None) -> WorkflowVie
     )
 
 
-def _name(job: Mapping[str, Any], steps: Mapping[uuid.UUID, tuple[str, str, datetime]]) -> str:
-    """A step's name; a job without its step row (edited by hand) as "<kind>:<key>"."""
-    found = steps.get(job["id"])
-    return found[0] if found else f"{job['kind']}:{job['key']}"
+def _unnamed(job: Mapping[str, Any]) -> str:
+    """The name of a job without its step row (edited by hand): "<kind>:<key>"."""
+    return f"{job['kind']}:{job['key']}"
+
+
+def _first(edge: tuple[int, uuid.UUID, str | None]) -> int:
+    return edge[0]
 
 
 def _run_at(job: Mapping[str, Any]) -> datetime | None:
