@@ -229,3 +229,15 @@ def test_above_the_limit_the_graph_is_a_summary_by_layer(viewer_client: Client, 
     assert 'class="jobs-node ' not in page, "no box per step"
     assert page.count('<g class="jobs-band">') == 2, "a bar per layer"
     assert page.count('<tr class="jobs-step"') == workflow_graph.MAX_BOXES + 1
+
+
+def test_the_job_lists_cancel_counts_a_waiting_step_among_those_it_cancels(admin_client: Client):
+    """`jobs.operations.cancel` retires a waiting step, so the list's
+    confirmation lists it with those it would cancel, not as skipped."""
+    _, jobs = diamond()
+    fields = {"action": "cancel", "index": 0, "_selected_action": [str(jobs["notify"].id)]}
+    page = admin_client.post(reverse("admin:jobs_job_changelist"), fields).content.decode()
+    assert "Cancel 1 job" in page, "the waiting step is among those to cancel"
+    assert "Skipped" not in page
+    admin_client.post(reverse("admin:jobs_job_changelist"), {**fields, "post": "yes"})
+    assert Job.objects.get(id=jobs["notify"].id).state == State.CANCELLED
