@@ -25,7 +25,7 @@ from jobs.admin.display import badge, breakable, pretty_json, stamp_or_nothing, 
 from jobs.holding import Holders
 from jobs.models import Job, State
 from jobs.presentation import NOTHING, relative
-from jobs.waiting import Holds, describe
+from jobs.waiting import Holds, dependencies, describe
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -111,10 +111,21 @@ class JobDetail:
     created_at_shown = _time("created_at")
     updated_at_shown = _time("updated_at")
     finished_at_shown = _time("finished_at")
-    run_at_shown = _time("run_at")
     deadline_shown = _time("deadline")
     started_at_shown = _time("started_at")
     abandon_owed_at_shown = _time("abandon_owed_at")
+
+    @admin.display(description=_label("run_at"), ordering="run_at")
+    def run_at_shown(self, job: Job) -> SafeString:
+        """When the job is due; for a workflow's waiting step, that it is not
+        due while it waits (its row holds a parked date, the year 9999)."""
+        if job.state == State.WAITING:
+            return format_html(
+                '<span class="jobs-stamp">{}</span> <span class="jobs-quiet">{}</span>',
+                NOTHING,
+                "not due while it waits: see waiting for",
+            )
+        return _time("run_at")(self, job)
 
     @admin.display(description=_label("lease_expires_at"), ordering="lease_expires_at")
     def lease_expires_at_shown(self, job: Job) -> SafeString:
@@ -175,6 +186,8 @@ class JobDetail:
         now = timezone.now()
         stuck = Holders.read(now=now).stuck(job)
         holds = Holds.read(now=now).of(job, stuck=stuck)
+        if (waits := dependencies(job, now=now)) is not None:
+            holds.append(waits)
         if not holds:
             return describe(holds, job) if job.state == "queued" else NOTHING
         return format_html_join(

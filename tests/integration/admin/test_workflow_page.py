@@ -241,3 +241,16 @@ def test_the_job_lists_cancel_counts_a_waiting_step_among_those_it_cancels(admin
     assert "Skipped" not in page
     admin_client.post(reverse("admin:jobs_job_changelist"), {**fields, "post": "yes"})
     assert Job.objects.get(id=jobs["notify"].id).state == State.CANCELLED
+
+
+def test_a_waiting_steps_job_page_says_what_it_waits_for_and_no_parked_date(
+    viewer_client: Client,
+):
+    _, jobs = diamond()
+    response = viewer_client.get(reverse("admin:jobs_job_change", args=[jobs["notify"].id]))
+    page = as_read(response.content.decode())
+    assert "9999" not in page, "the row's parked run_at is not shown"
+    assert "not due while it waits" in page
+    assert "its workflow&#x27;s dependencies (2 of 2 not settled: resize small, resize large)" in (
+        page
+    ), "its waiting-for names the dependencies not settled"
