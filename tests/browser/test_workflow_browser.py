@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from jobs import JobSpec, Workflow
 from jobs.models import SETTLED_STATES, Dependency, Job, State
+from jobs.workflows.api import Step
 from tests.browser.test_admin_browser import ARTIFACTS, OVERFLOW, chromium_page, log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +32,8 @@ BOXES = """() => [...document.querySelectorAll('svg.jobs-graph a.jobs-node')].ma
   const r = a.querySelector('rect').getBoundingClientRect();
   return {step: a.dataset.step, state: [...a.classList].find(c => c.startsWith('jobs-node-')),
           left: r.left, top: r.top, right: r.right, bottom: r.bottom,
-          fill: getComputedStyle(a.querySelector('rect')).fill};
+          fill: getComputedStyle(a.querySelector('rect')).fill,
+          underlined: getComputedStyle(a).textDecorationLine !== 'none'};
 })"""
 
 
@@ -147,6 +149,7 @@ def test_a_fifty_step_workflow_is_drawn_whole_at_1280_px_and_cancelled_after_ask
     assert fit["scrollWidth"] <= fit["clientWidth"], f"the page fits 1280 px: {fit}"
     assert not fit["cells"], f"no cell's text overflows: {fit['cells']}"
     assert font_size >= 11, f"the names are drawn at a readable size, not {font_size} px"
+    assert not any(b["underlined"] for b in boxes), "a box's name is not underlined as links are"
     fills = {b["state"]: b["fill"] for b in boxes}
     assert len(set(fills.values())) == len(fills) == 6, f"each state its own colour: {fills}"
     assert rows == 50, "the table lists every step"
@@ -157,3 +160,51 @@ def test_a_fifty_step_workflow_is_drawn_whole_at_1280_px_and_cancelled_after_ask
     assert not left.exists(), "every step not settled was cancelled"
     for shot in shots.values():
         assert shot.stat().st_size > 0
+
+
+def test_a_chain_runs_down_the_page_and_a_workflow_over_the_limit_is_a_summary_by_layer(
+    live_server,
+):
+    """The graph's two other shapes, kept as screenshots: a chain of 12 steps,
+    one column top to bottom; 400 steps, a bar per layer, counted by state."""
+    User.objects.create_superuser("ops", "ops@example.com", "a-long-password")
+    chain = Workflow("nightly export")
+    previous: list[Step] = []
+    for n in range(12):
+        previous = [
+            chain.add(JobSpec.now(FLOW, f"chain-{n}"), after=previous, name=f"export part {n}")
+        ]
+    chain_id = chain.enqueue()
+    wide = Workflow("reindex every shop")
+    roots = [wide.add(JobSpec.now(FLOW, f"shop-{n}"), name=f"list shop {n}") for n in range(4)]
+    for n in range(396):
+        wide.add(JobSpec.now(FLOW, f"page-{n}"), after=[roots[n % 4]], name=f"reindex page {n}")
+    wide_id = wide.enqueue()
+    assert chain_id is not None
+    assert wide_id is not None
+    Job.objects.filter(workflow_id=wide_id, key__startswith="shop-").update(state=State.DONE)
+    Job.objects.filter(workflow_id=wide_id, key__startswith="page-1").update(state=State.QUEUED)
+    shots = {name: ARTIFACTS / f"workflow-{name}-graph.png" for name in ("chain", "summary")}
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with chromium_page(width=1280) as page:
+        log_in(page, live_server.url, reverse("admin:jobs_workflow", args=[chain_id]))
+        columns = {
+            round(x)
+            for x in page.locator("svg.jobs-graph a.jobs-node rect").evaluate_all(
+                "rects => rects.map(r => r.getBoundingClientRect().left)"
+            )
+        }
+        page.locator(".jobs-graph-box").screenshot(path=shots["chain"])
+        page.goto(live_server.url + reverse("admin:jobs_workflow", args=[wide_id]))
+        bars = page.locator("svg.jobs-graph-summary g.jobs-band").count()
+        boxes = page.locator("svg.jobs-graph a.jobs-node").count()
+        note = page.locator(".jobs-graph-summary-note").inner_text()
+        fit = page.evaluate(OVERFLOW)
+        page.locator(".jobs-workflow-graph").screenshot(path=shots["summary"])
+
+    assert len(columns) == 1, "a chain is drawn in one column"
+    assert bars == 2, "a bar per layer"
+    assert boxes == 0, "no box per step above the limit"
+    assert note.startswith("400 steps in 2 layers")
+    assert fit["scrollWidth"] <= fit["clientWidth"], f"the page fits 1280 px: {fit}"
