@@ -11,8 +11,8 @@ an earlier layer; within a layer, a few barycentre sweeps order the steps to
 cut crossings, keeping the order that crossed least. Layers run left to right
 when the graph is wider than it is deep (a fan-out), top to bottom when it is
 deeper (a chain), so that a graph's long side goes down the page, which
-scrolls, and its text is never scaled down to fit. Edges that skip layers are
-drawn as curves behind the boxes; no dummy nodes are routed.
+scrolls, and its text is never scaled down much to fit. Arrows are routed
+between the boxes (`jobs.admin.workflow_edges`).
 
 Above `MAX_BOXES` steps (or `MAX_EDGES` edges) a box per step would be
 unreadable and slow, so the picture is a summary instead: a bar per layer (or
@@ -27,6 +27,8 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from jobs.admin.workflow_edges import Router
 
 #: Above these a box per step is not drawn, but a summary by layer.
 MAX_BOXES, MAX_EDGES = 250, 2_000
@@ -181,8 +183,15 @@ def _boxes(nodes: Sequence[Node], layer_of: dict[uuid.UUID, int], depth: int) ->
                 label_x=x + 8,
                 label_y=y + BOX_HEIGHT / 2,
             )
+    router = Router(
+        boxes.values(),
+        right=direction == RIGHT,
+        along=BOX_WIDTH if direction == RIGHT else BOX_HEIGHT,
+        across=BOX_HEIGHT if direction == RIGHT else BOX_WIDTH,
+        gap=ACROSS_GAP_RIGHT if direction == RIGHT else ACROSS_GAP_DOWN,
+    )
     edges = [
-        Edge(source=dep, target=node.id, d=_curve(boxes[dep], boxes[node.id], direction))
+        Edge(source=dep, target=node.id, d=router.path(boxes[dep], boxes[node.id]))
         for node in drawn
         for dep in dict.fromkeys(node.after)
         if dep in boxes
@@ -273,20 +282,6 @@ def _crossings(
             total += bisect.bisect_left(seen, end)
             bisect.insort(seen, end)
     return total
-
-
-def _curve(source: Box, target: Box, direction: str) -> str:
-    """A curve from a dependency's far side to its dependent's near side,
-    stopping short of it for the arrowhead."""
-    if direction == RIGHT:
-        x1, y1 = source.x + source.width, source.y + source.height / 2
-        x2, y2 = target.x - 2, target.y + target.height / 2
-        bend = (x2 - x1) / 2
-        return f"M{x1:g},{y1:g} C{x1 + bend:g},{y1:g} {x2 - bend:g},{y2:g} {x2:g},{y2:g}"
-    x1, y1 = source.x + source.width / 2, source.y + source.height
-    x2, y2 = target.x + target.width / 2, target.y - 2
-    bend = (y2 - y1) / 2
-    return f"M{x1:g},{y1:g} C{x1:g},{y1 + bend:g} {x2:g},{y2 - bend:g} {x2:g},{y2:g}"
 
 
 def _label(name: str) -> str:

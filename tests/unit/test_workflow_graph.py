@@ -9,6 +9,7 @@ summary by layer that stays small however many steps there are.
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 
 from jobs.admin import workflow_graph
@@ -31,6 +32,29 @@ def overlap(a: Box, b: Box) -> bool:
     return across and a.y < b.y + b.height and b.y < a.y + a.height
 
 
+def boxes_crossed(d: str, picture: workflow_graph.Picture) -> list[str]:
+    """The boxes a path's straight runs (its "L" parts, along a lane through a
+    layer) pass through; its curves only cross the gaps between layers."""
+    crossed, previous = [], (0.0, 0.0)
+    for command in re.findall(r"[MCL][^MCL]*", d):
+        end = tuple(float(v) for v in command[1:].split()[-1].split(","))
+        if command[0] == "L":
+            (x1, y1), (x2, y2) = previous, end
+            for box in picture.boxes:
+                if picture.direction == RIGHT:
+                    inside = (
+                        box.y < y1 < box.y + box.height and x1 < box.x + box.width and box.x < x2
+                    )
+                else:
+                    inside = (
+                        box.x < x1 < box.x + box.width and y1 < box.y + box.height and box.y < y2
+                    )
+                if inside:
+                    crossed.append(box.node.name)
+        previous = (end[0], end[1])
+    return crossed
+
+
 def assert_well_drawn(nodes: list[Node]) -> workflow_graph.Picture:
     picture = draw(nodes)
     boxes = {box.node.id: box for box in picture.boxes}
@@ -49,6 +73,9 @@ def assert_well_drawn(nodes: list[Node]) -> workflow_graph.Picture:
                 assert boxes[dep].x + boxes[dep].width < boxes[n.id].x, "dependencies are left"
             else:
                 assert boxes[dep].y + boxes[dep].height < boxes[n.id].y, "dependencies are above"
+    for edge in picture.edges:
+        crossed = boxes_crossed(edge.d, picture)
+        assert not crossed, f"an arrow runs through {crossed}"
     edges = {(edge.source, edge.target) for edge in picture.edges}
     assert edges == {(dep, n.id) for n in nodes for dep in n.after}, "every edge is drawn once"
     return picture
@@ -143,3 +170,18 @@ def test_a_summary_of_a_very_deep_graph_groups_its_layers_into_bands():
     assert len(picture.bands) <= workflow_graph.MAX_BANDS, "at most MAX_BANDS bars"
     assert sum(band.steps for band in picture.bands) == 1_000, "every step is counted once"
     assert picture.bands[0].label == "layers 1 to 17"
+
+
+def test_an_arrow_skipping_a_layer_goes_around_the_box_between():
+    """a→b→c and a→c: the straight line from a to c would cross b, the arrow
+    takes the gap beside it instead."""
+    a = node("a")
+    b = node("b", a)
+    c = node("c", b, a)
+    d = node("d", c)
+    picture = draw([a, b, c, d])
+    assert picture.direction == DOWN
+    (skipping,) = [edge for edge in picture.edges if edge.source == a.id and edge.target == c.id]
+    assert "L" in skipping.d, "it runs along a lane through b's layer"
+    assert not boxes_crossed(skipping.d, picture), "and not through b"
+    assert_well_drawn([a, b, c, d])
