@@ -51,7 +51,7 @@ from jobs.admin.filters import (
 )
 from jobs.admin.job_detail import JobDetail
 from jobs.admin.large_table import CalendarQuerySet, EstimatedCountPaginator
-from jobs.admin.workflow_page import cancel_page, workflow_page
+from jobs.admin.workflow_page import cancel_page, narrowed_to, workflow_page
 from jobs.holding import RUNNER_GONE, Holders
 from jobs.models import Job, State
 from jobs.operations import Report
@@ -136,7 +136,8 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        return super().changelist_view(request, {"title": "Jobs", **(extra_context or {})})
+        context = {"title": "Jobs", "workflow_url": narrowed_to(request), **(extra_context or {})}
+        return super().changelist_view(request, context)
 
     # -- list columns -------------------------------------------------------------
 

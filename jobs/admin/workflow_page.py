@@ -101,6 +101,14 @@ def cancel_page(
     return HttpResponseRedirect(page)
 
 
+def narrowed_to(request: HttpRequest) -> str:
+    """The page of the workflow the job list is narrowed to (`?workflow_id=`), or ""."""
+    try:
+        return reverse("admin:jobs_workflow", args=[uuid.UUID(request.GET.get("workflow_id", ""))])
+    except ValueError:
+        return ""
+
+
 def _described(workflow_id: uuid.UUID) -> WorkflowView:
     view = operator.describe(workflow_id, using=Job.objects.db)
     if view is None:

@@ -210,6 +210,9 @@ def test_a_job_page_links_its_workflow_and_the_workflow_page_links_its_jobs_in_t
     assert plain.id not in shown, "and no plain job"
     assert f"?workflow_id={workflow_id}" in show(viewer_client, workflow_id)
     assert "order 42" in as_read(listed.content.decode()), "the filter names the workflow"
+    assert f'<a href="{page_url(workflow_id)}">Workflow page</a>' in listed.content.decode(), (
+        "the list narrowed to a workflow links its page"
+    )
 
 
 def test_an_unknown_workflow_is_not_found(viewer_client: Client):
