@@ -62,7 +62,7 @@ def add_parser(verbs: Verbs) -> None:
         "show",
         "A workflow's name, deadline and steps per state, then each step in the order "
         "they can run: state, attempts, duration, queue, its result's first line or its "
-        "error, and what it waits for.",
+        "error, and what it waits for. Exits 2 if ID names no workflow, or several.",
         handle_show,
     )
     show.add_argument("id", metavar="ID", help=WORKFLOW_ID_HELP)
@@ -73,7 +73,8 @@ def add_parser(verbs: Verbs) -> None:
         "Cancel every step of a workflow not settled (waiting, queued or running), each "
         "handler's abandon once, as `jobs cancel` cancels a job: a running handler is not "
         "stopped, its result is discarded. Says the number and asks first (--yes in a "
-        "script). Exits 1 if a step could not be cancelled.",
+        "script). Exits 1 if a step could not be cancelled, 2 if ID names no workflow, or "
+        "several.",
         handle_cancel,
     )
     cancel.add_argument("id", metavar="ID", help=WORKFLOW_ID_HELP)

@@ -6,16 +6,18 @@ one as `jobs cancel` retires a running job), and `resolve`.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import JobSpec, Workflow
+from jobs import JobSpec, Workflow, retirement
 from jobs.models import Job, State
 from jobs.presentation import telling_line
 from jobs.store import for_database
@@ -139,7 +141,7 @@ def test_describe_of_no_such_workflow_is_none():
 
 
 def test_cancel_cancels_every_unsettled_step_once_in_the_operators_name_and_skips_settled_ones(
-    make_runner,
+    make_runner, caplog
 ):
     flow = Workflow("cancel me")
     done = flow.add(step("done"))
@@ -152,9 +154,17 @@ def test_cancel_cancels_every_unsettled_step_once_in_the_operators_name_and_skip
     make_runner().drain()
     assert states()["middle"] == State.WAITING
 
-    report = cancel(workflow_id, by="alice")
+    with caplog.at_level(logging.INFO, logger="jobs"):
+        report = cancel(workflow_id, by="alice")
 
     assert (report.cancelled, report.running) == (4, 0)
+    logged = [
+        dict(r.fields) for r in caplog.records if getattr(r, "event", None) == "job_cancelled"
+    ]
+    assert sorted(str(e["job_id"]) for e in logged) == sorted(
+        str(i) for i in Job.objects.filter(state=State.CANCELLED).values_list("id", flat=True)
+    ), "one job_cancelled line a step"
+    assert {e["by"] for e in logged} == {"alice"}, "each logged as by the operator"
     assert report.skipped == Counter({"done, already settled": 1})
     assert str(report) == "4 steps cancelled; skipped 1 (done, already settled)"
     assert states() == {
@@ -200,6 +210,27 @@ def test_cancel_treats_a_running_step_as_jobs_cancel_does_its_late_settle_loses(
     [entry] = row.attempt_history
     assert (entry.attempt, entry.outcome) == (1, "cancelled"), "the attempt is on its record"
     assert Counter(Abandonment.objects.values_list("key", flat=True))["first"] == 1
+
+
+def test_a_batch_the_database_gives_up_on_is_cancelled_again_one_step_at_a_time(monkeypatch):
+    workflow_id = diamond().enqueue()
+    assert workflow_id is not None
+    real, calls = retirement.cancel, []
+
+    def deadlocks_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        if len(calls) == 2:  # the batch's second step: as a deadlock with a runner's settle
+            raise OperationalError("deadlock detected")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retirement, "cancel", deadlocks_once)
+    report = cancel(workflow_id, by="alice")
+    assert (report.cancelled, report.skipped) == (4, Counter())
+    assert set(states().values()) == {State.CANCELLED}
+    abandoned = Counter(Abandonment.objects.values_list("key", flat=True))
+    assert abandoned == Counter(["first", "left", "right", "join"]), (
+        "the rolled-back batch told nobody; each step is abandoned once, after its own commit"
+    )
 
 
 def test_cancel_of_no_such_workflow_is_refused():
