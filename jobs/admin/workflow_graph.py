@@ -157,7 +157,7 @@ def layers(nodes: Iterable[Node]) -> dict[uuid.UUID, int]:
 
 
 def _boxes(nodes: Sequence[Node], layer_of: dict[uuid.UUID, int], depth: int) -> Picture:
-    """A box per step, layers ordered by `_order`, edges as curves."""
+    """A box per step, layers ordered by `_order`, arrows routed between them."""
     drawn = [node for node in nodes if node.id in layer_of]
     rows = _order(drawn, layer_of, depth)
     widest = max((len(row) for row in rows), default=0)
