@@ -320,6 +320,7 @@ SHOWN_AS = {
     "claimed_by": "claimed_by_holder",
     "kind": "kind_shown",
     "key": "whole_key",
+    "workflow_id": "workflow_link",
 }
 
 
