@@ -56,14 +56,23 @@ def _follow(
     if locked is None or locked[0] != State.WAITING:
         return False  # gone, cancelled by an operator, or released by a repair
     _, kind, step = locked
-    return _apply(store, step_id, kind, step, rows.edges(store.using, step_id), now) == RELEASED
+    return apply(store, step_id, kind, step, rows.edges(store.using, step_id), now) == RELEASED
 
 
-#: What the rule did to a step (`_apply`); "" when it still waits.
+#: What the rule did to a step (`apply`); "" when it still waits.
 RELEASED, CANCELLED = "released", "cancelled"
 
 
-def _apply(
+def rule(when: str, outcomes: Sequence[str | None]) -> str:
+    """What the rule makes of a waiting step whose edges hold `outcomes` (None:
+    not settled): `CANCELLED`, `RELEASED`, or "" while it still waits. Pure, so
+    a growth decides a step whose dependencies all settled before it is written."""
+    if when == WHEN_DONE and any(outcome not in (None, State.DONE) for outcome in outcomes):
+        return CANCELLED
+    return "" if any(outcome is None for outcome in outcomes) else RELEASED
+
+
+def apply(
     store: Store,
     step_id: uuid.UUID,
     kind: str,
@@ -72,15 +81,14 @@ def _apply(
     now: datetime,
 ) -> str:
     """Release or cancel the locked waiting `step_id` as its `edges` say."""
-    if step.when == WHEN_DONE:
-        failed = [(dep, outcome) for dep, outcome in edges if outcome not in (None, State.DONE)]
-        if failed:
-            dep, outcome = failed[0]
-            names = rows.step_names(store.using, [dep])
-            reason = f"dependency {names.get(dep, str(dep))} ended {outcome}"
-            retirement.cancel(store, step_id, registry.get(kind), reason, now, by=BY)
-            return CANCELLED
-    if any(outcome is None for _, outcome in edges):
+    verdict = rule(step.when, [outcome for _, outcome in edges])
+    if verdict == CANCELLED:
+        dep, outcome = next((d, o) for d, o in edges if o not in (None, State.DONE))
+        names = rows.step_names(store.using, [dep])
+        reason = f"dependency {names.get(dep, str(dep))} ended {outcome}"
+        retirement.cancel(store, step_id, registry.get(kind), reason, now, by=BY)
+        return CANCELLED
+    if not verdict:
         return ""
     if not rows.release(store.using, step_id, max(now, step.due_at), now):
         return ""
@@ -121,7 +129,7 @@ def repair(store: Store, now: datetime) -> int:
                     rows.settle_edge(store.using, step_id, dep, state)
                 edges.append((dep, state))
             else:
-                done = _apply(store, step_id, kind, step, edges, now)
+                done = apply(store, step_id, kind, step, edges, now)
                 if done:
                     repaired += 1
                     log.event(
