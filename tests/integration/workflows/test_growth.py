@@ -227,3 +227,31 @@ def test_naming_an_unknown_step_or_a_step_of_another_workflow_is_refused():
         grown.add(step("x"), after=[foreign])
     with pytest.raises(InvalidWorkflow, match="does not grow from a running step"):
         _ = other.current
+
+
+def test_enqueue_answers_none_and_adds_nothing_when_an_added_steps_identity_is_taken():
+    grower_then_join()
+    assert enqueue(step("taken"))
+    grown = Workflow.of(running("grower"))
+    grown.add(step("fine"))
+    grown.add(step("taken"))
+    assert grown.enqueue() is None
+    assert set(steps().values_list("key", flat=True)) == {"grower", "join", "taken"}
+    assert Dependency.objects.count() == 1, "the join waits for the grower alone"
+
+
+def test_a_later_growth_may_wait_for_a_step_an_earlier_one_added():
+    grower_then_join()
+    first = Workflow.of(running("grower"))
+    early = first.add(step("early"))
+    first.enqueue()
+    second = Workflow.of(Job.objects.get(key="grower"))
+    second.add(step("late"), after=[early])
+    second.enqueue()
+    late = Job.objects.get(key="late")
+    assert late.state == State.WAITING, "early has not run"
+    assert list(
+        Dependency.objects.filter(step_id=late.id).values_list("depends_on_id", flat=True)
+    ) == [early.job_id]
+    join = Job.objects.get(key="join").id
+    assert Dependency.objects.filter(step_id=join).count() == 3, "the join waits for all of them"
