@@ -50,13 +50,21 @@ def settled(store: Store, job_id: uuid.UUID, state: str, now: datetime) -> None:
 def _follow(
     store: Store, step_id: uuid.UUID, depends_on: uuid.UUID, state: str, now: datetime
 ) -> bool:
-    """Apply the rule to `step_id`, one of whose dependencies settled; whether it was released."""
+    """Apply the rule to `step_id`, one of whose dependencies settled; whether it was released.
+
+    Only this edge's outcome and whether another edge is unsettled are read:
+    a waiting step has no edge that failed it (that edge's own settle, the
+    growth that wrote it or a repair cancelled it then), so the rest are done,
+    or settled for a `when="settled"` step."""
     locked = rows.lock_step(store.using, step_id)
     rows.settle_edge(store.using, step_id, depends_on, state)
     if locked is None or locked[0] != State.WAITING:
         return False  # gone, cancelled by an operator, or released by a repair
     _, kind, step = locked
-    return apply(store, step_id, kind, step, rows.edges(store.using, step_id), now) == RELEASED
+    fails = step.when == WHEN_DONE and state != State.DONE
+    if not fails and rows.waits(store.using, step_id):
+        return False
+    return apply(store, step_id, kind, step, [(depends_on, state)], now) == RELEASED
 
 
 #: What the rule did to a step (`apply`); "" when it still waits.
