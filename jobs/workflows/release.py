@@ -4,7 +4,8 @@ release commits if and only if the settle does: a crash leaves both or neither.
 
 For each dependent of the settled job, in id order (one lock order for every
 settle, so two never deadlock): its job row is locked, the edge written, and
-all its edges read again with a locking read (`jobs.store.workflows`). Two
+whether any edge is still unsettled read with a locking read
+(`jobs.store.workflows`), which stops at the first it finds. Two
 runners settling its last two dependencies at once are serialised on that
 lock, and the second sees the first's edge: it is released exactly once, never
 early. The design note docs/design/workflows.md argues it per database.
