@@ -6,15 +6,19 @@ step's attempt, or into a taken name or a cycle, is refused writing nothing."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from jobs import JobSpec, Workflow, enqueue
 from jobs.models import Dependency, Job, State, WorkflowStep
+from jobs.store import for_database
+from jobs.workflows import release
 from jobs.workflows.api import InvalidWorkflow
 from tests.jobapp.models import Abandonment, Execution
 
@@ -166,6 +170,68 @@ def test_enqueue_of_ten_thousand_added_steps_takes_a_bounded_number_of_statement
     # 10 batches each of jobs, their count, step rows, names looked up, and 20 of edges (each
     # added step's own and the join's): 57 measured, whatever the database.
     assert len(queries) <= 80, f"bulk statements, not one per step: {len(queries)}"
+
+
+def side_by_side() -> tuple[Workflow, Job]:
+    """A workflow whose steps "first" and "grower" both run, and "join" waits for the grower."""
+    flow = Workflow("side by side")
+    flow.add(step("first"))
+    grower = flow.add(step("grower", GROW))
+    flow.add(step("join"), after=[grower])
+    flow.enqueue()
+    running("first")
+    return flow, running("grower")
+
+
+def settle_first() -> None:
+    """first ends done, as its settle would write it and move its dependents on."""
+    first = Job.objects.get(key="first")
+    with transaction.atomic():
+        Job.objects.filter(id=first.id).update(state=State.DONE)
+        release.settled(for_database(), first.id, State.DONE, timezone.now())
+
+
+def test_a_step_added_after_a_running_step_is_released_by_that_steps_later_settle():
+    _, grower = side_by_side()
+    grown = Workflow.of(grower)
+    grown.add(step("late"), after=[grown.step("test.flow:first")])
+    grown.enqueue()
+    assert states()["late"] == State.WAITING, "first still runs"
+    settle_first()
+    assert states()["late"] == State.QUEUED, "first's settle found the edge the growth wrote"
+
+
+@pytest.mark.skipif(
+    connection.vendor == "sqlite", reason="SQLite has one writer: no settle is in flight"
+)
+def test_a_growth_after_a_step_whose_settle_is_in_flight_waits_for_it_and_writes_its_outcome():
+    """The settle has read first's dependents (none yet) and not committed: a
+    growth that read first as running would write an edge nobody settles.
+    It waits on first's row instead, and reads it settled."""
+    _, grower = side_by_side()
+    settling, commit = threading.Event(), threading.Event()
+
+    def settle_and_hold() -> None:
+        try:
+            first = Job.objects.get(key="first")
+            with transaction.atomic():
+                Job.objects.filter(id=first.id).update(state=State.DONE)
+                release.settled(for_database(), first.id, State.DONE, timezone.now())
+                settling.set()
+                commit.wait(10)
+        finally:
+            connection.close()
+
+    settler = threading.Thread(target=settle_and_hold)
+    settler.start()
+    assert settling.wait(10)
+    grown = Workflow.of(grower)
+    grown.add(step("late"), after=[grown.step("test.flow:first")])
+    threading.Timer(0.3, commit.set).start()
+    grown.enqueue()
+    assert commit.is_set(), "the growth waited for the settle to commit"
+    settler.join(10)
+    assert states()["late"] == State.QUEUED, "written released: first had settled"
 
 
 # -- Bad input: a clear InvalidWorkflow, nothing written --
