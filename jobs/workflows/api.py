@@ -85,7 +85,7 @@ class Workflow:
         self.id = uuid.uuid4()
         self.name, self.deadline = name, deadline
         self._planned: list[_Planned] = []
-        self._names: set[str] = set()
+        self._named: dict[str, Step] = {}
         self._enqueued = False
         #: The running step this workflow grows from (`of`), and its database.
         self._running: Job | None = None
@@ -131,9 +131,8 @@ class Workflow:
     def step(self, name: str) -> Step:
         """The step `name`: one added here, or, in a workflow grown from a
         running step (`of`), one already written (a read)."""
-        for planned in self._planned:
-            if planned.step.name == name:
-                return planned.step
+        if name in self._named:
+            return self._named[name]
         job_id = None
         if self._using is not None:
             job_id = growth_rows.step_named(self._using, self.id, name)
@@ -186,10 +185,10 @@ class Workflow:
                 f"a step's name is a non-empty string of at most {STEP_NAME_MAX_LENGTH} "
                 f"characters, not {name!r}"
             )
-        if name in self._names:
+        if name in self._named:
             raise InvalidWorkflow(f"workflow {self.name!r} already has a step named {name!r}")
         step = Step(uuid.uuid4(), name, self)
-        self._names.add(name)
+        self._named[name] = step
         unique = tuple({each.job_id: each for each in before}.values())
         self._planned.append(_Planned(step, spec, unique, when))
         return step
@@ -205,11 +204,15 @@ class Workflow:
         workflow, in the step's database unless `using` says otherwise, and
         each dependent of the running step waits for them too; an added step
         whose dependencies all settled already is queued, or cancelled by the
-        rule, at once. Raises `InvalidWorkflow`, writing nothing, when the
+        rule, at once; with no step added it writes nothing and answers the
+        id all the same. Raises `InvalidWorkflow`, writing nothing, when the
         attempt no longer holds its step, a name is taken in the workflow, or
         `after` names a step that waits for the running step."""
         if self._enqueued:
             raise InvalidWorkflow(f"workflow {self.name!r} is already enqueued")
+        if not self._planned and self._running is not None:
+            self._enqueued = True
+            return self.id  # a step that found nothing to add: nothing to write
         if not self._planned:
             raise InvalidWorkflow(f"workflow {self.name!r} has no step")
         specs = [self._with_deadline(planned.spec) for planned in self._planned]

@@ -295,6 +295,12 @@ def test_naming_an_unknown_step_or_a_step_of_another_workflow_is_refused():
         _ = other.current
 
 
+def test_a_growth_that_adds_no_step_writes_nothing_and_answers_the_workflows_id():
+    flow = grower_then_join()
+    assert Workflow.of(running("grower")).enqueue() == flow.id
+    assert nothing_added(2)
+
+
 def test_enqueue_answers_none_and_adds_nothing_when_an_added_steps_identity_is_taken():
     grower_then_join()
     assert enqueue(step("taken"))
