@@ -4,7 +4,8 @@ release commits if and only if the settle does: a crash leaves both or neither.
 
 For each dependent of the settled job, in id order (one lock order for every
 settle, so two never deadlock): its job row is locked, the edge written, and
-all its edges read again with a locking read (`jobs.store.workflows`). Two
+whether any edge is still unsettled read with a locking read
+(`jobs.store.workflows`), which stops at the first it finds. Two
 runners settling its last two dependencies at once are serialised on that
 lock, and the second sees the first's edge: it is released exactly once, never
 early. The design note docs/design/workflows.md argues it per database.
@@ -50,20 +51,37 @@ def settled(store: Store, job_id: uuid.UUID, state: str, now: datetime) -> None:
 def _follow(
     store: Store, step_id: uuid.UUID, depends_on: uuid.UUID, state: str, now: datetime
 ) -> bool:
-    """Apply the rule to `step_id`, one of whose dependencies settled; whether it was released."""
+    """Apply the rule to `step_id`, one of whose dependencies settled; whether it was released.
+
+    Only this edge's outcome and whether another edge is unsettled are read:
+    a waiting step has no edge that failed it (that edge's own settle, the
+    growth that wrote it or a repair cancelled it then), so the rest are done,
+    or settled for a `when="settled"` step."""
     locked = rows.lock_step(store.using, step_id)
     rows.settle_edge(store.using, step_id, depends_on, state)
     if locked is None or locked[0] != State.WAITING:
         return False  # gone, cancelled by an operator, or released by a repair
     _, kind, step = locked
-    return _apply(store, step_id, kind, step, rows.edges(store.using, step_id), now) == RELEASED
+    fails = step.when == WHEN_DONE and state != State.DONE
+    if not fails and rows.waits(store.using, step_id):
+        return False
+    return apply(store, step_id, kind, step, [(depends_on, state)], now) == RELEASED
 
 
-#: What the rule did to a step (`_apply`); "" when it still waits.
+#: What the rule did to a step (`apply`); "" when it still waits.
 RELEASED, CANCELLED = "released", "cancelled"
 
 
-def _apply(
+def rule(when: str, outcomes: Sequence[str | None]) -> str:
+    """What the rule makes of a waiting step whose edges hold `outcomes` (None:
+    not settled): `CANCELLED`, `RELEASED`, or "" while it still waits. Pure, so
+    a growth decides a step whose dependencies all settled before it is written."""
+    if when == WHEN_DONE and any(outcome not in (None, State.DONE) for outcome in outcomes):
+        return CANCELLED
+    return "" if any(outcome is None for outcome in outcomes) else RELEASED
+
+
+def apply(
     store: Store,
     step_id: uuid.UUID,
     kind: str,
@@ -72,15 +90,14 @@ def _apply(
     now: datetime,
 ) -> str:
     """Release or cancel the locked waiting `step_id` as its `edges` say."""
-    if step.when == WHEN_DONE:
-        failed = [(dep, outcome) for dep, outcome in edges if outcome not in (None, State.DONE)]
-        if failed:
-            dep, outcome = failed[0]
-            names = rows.step_names(store.using, [dep])
-            reason = f"dependency {names.get(dep, str(dep))} ended {outcome}"
-            retirement.cancel(store, step_id, registry.get(kind), reason, now, by=BY)
-            return CANCELLED
-    if any(outcome is None for _, outcome in edges):
+    verdict = rule(step.when, [outcome for _, outcome in edges])
+    if verdict == CANCELLED:
+        dep, outcome = next((d, o) for d, o in edges if o not in (None, State.DONE))
+        names = rows.step_names(store.using, [dep])
+        reason = f"dependency {names.get(dep, str(dep))} ended {outcome}"
+        retirement.cancel(store, step_id, registry.get(kind), reason, now, by=BY)
+        return CANCELLED
+    if not verdict:
         return ""
     if not rows.release(store.using, step_id, max(now, step.due_at), now):
         return ""
@@ -121,7 +138,7 @@ def repair(store: Store, now: datetime) -> int:
                     rows.settle_edge(store.using, step_id, dep, state)
                 edges.append((dep, state))
             else:
-                done = _apply(store, step_id, kind, step, edges, now)
+                done = apply(store, step_id, kind, step, edges, now)
                 if done:
                     repaired += 1
                     log.event(
