@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobs import log
+from jobs import hot_settings, log
 
 #: A skew larger than this is logged (`runner_clock_skew`) and shown on the
 #: runners page. Smaller ones are corrected all the same; they are noise.
@@ -102,7 +102,9 @@ class DatabaseClock:
 
     def __call__(self) -> datetime:
         correction = self.correction
-        if not correction or frozen():
+        if not correction:  # timezone.now(), without its read of settings.USE_TZ
+            return datetime.now(UTC) if hot_settings.use_tz() else datetime.now()
+        if frozen():
             return timezone.now()
         return timezone.now() + correction
 

@@ -15,10 +15,9 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 
-from django.conf import settings
 from django.db import connections
 
-from jobs import log
+from jobs import hot_settings, log
 
 #: How many calls of `forget_queries` on one thread clear the log once.
 FORGET_QUERIES_EVERY = 100
@@ -69,7 +68,7 @@ def forget_queries() -> None:
     than a no-op job (README, "Costs behind the hot path"). A log someone is reading
     (`CaptureQueriesContext` forces the debug cursor) is left alone.
     """
-    if not settings.DEBUG:
+    if not hot_settings.debug():
         return  # nothing is logged without DEBUG
     calls = getattr(_calls, "count", 0) + 1
     _calls.count = calls % FORGET_QUERIES_EVERY
