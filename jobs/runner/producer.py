@@ -312,6 +312,7 @@ class Runner:
         settings = self._refresh()
         reaped = self.watch.reap(now)
         self.slots.gather()
+        self.completer.settle_hooked(now)
         batch = self.completer.done_batch()
         running = self.slots.taken() - len(batch)
         share = self.slots.share(settings)
