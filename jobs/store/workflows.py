@@ -115,7 +115,8 @@ def settle_dependents(
     """Where the database can, the whole rule for the settled `jobs` (id,
     state) in one round trip: lock their waiting dependents in id order,
     write the edges, release those ready; those released (id, kind), and those the rule
-    cancels (for the caller to cancel). None elsewhere: the caller takes the
+    cancels (for the caller to cancel); the runners listening are told of
+    any release at commit. None elsewhere: the caller takes the
     statements below one by one (`jobs.workflows.release.settled_many`)."""
     if connections[using].vendor != "postgresql":
         return None

@@ -118,7 +118,7 @@ def _answered(
         names = rows.step_names(store.using, [step_id for step_id, _ in released])
         for step_id, kind in released:
             _released(step_id, kind, names.get(step_id, ""))
-    wake_runners(store.using)
+    wake_runners(store.using, notified=True)  # by the store's statement
 
 
 def _released(step_id: uuid.UUID, kind: str, name: str) -> None:

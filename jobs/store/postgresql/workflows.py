@@ -25,6 +25,7 @@ from jobs.models import Dependency, Job, Workflow, WorkflowStep
 from jobs.spec import strict_json
 from jobs.store.postgresql import driver, preparing
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
+from jobs.store.postgresql.sql import WAKEUP_CHANNEL
 
 #: Rows per statement: as `insert_many`'s, pipelined.
 CHUNK = 1_000
@@ -156,11 +157,15 @@ def write_workflow(
     return bool(inserted == len(jobs))
 
 
-#: Lock the waiting steps of the settled jobs %s, in id order: one lock order
-#: for every settle, so two never deadlock.
+#: Lock the waiting steps of the settled jobs, in id order: one lock order
+#: for every settle, so two never deadlock. Their ids as an array (`= ANY
+#: (ARRAY(...))`), which the planner looks up in the primary key whatever
+#: its statistics say: as `IN (subquery)` with none (autovacuum off, never
+#: analyzed) it merged the whole key with the whole edge index, 10 ms a pass.
 LOCK_DEPENDENTS_SQL = """
     SELECT j.id FROM jobs_job j
-    WHERE j.id IN (SELECT d.step_id FROM jobs_dependency d WHERE d.depends_on_id = ANY(%s::uuid[]))
+    WHERE j.id = ANY(ARRAY(SELECT d.step_id FROM jobs_dependency d
+                           WHERE d.depends_on_id = ANY(%(ids)s::uuid[])))
     ORDER BY j.id
     FOR UPDATE OF j
 """
@@ -169,29 +174,30 @@ LOCK_DEPENDENTS_SQL = """
 #: ids again as an array, so the edges are found through their index.
 SETTLE_EDGES_SQL = """
     UPDATE jobs_dependency d SET outcome = v.state
-    FROM unnest(%s::uuid[], %s::text[]) AS v(id, state)
-    WHERE d.depends_on_id = v.id AND d.depends_on_id = ANY(%s::uuid[])
+    FROM unnest(%(ids)s::uuid[], %(states)s::text[]) AS v(id, state)
+    WHERE d.depends_on_id = v.id AND d.depends_on_id = ANY(%(ids)s::uuid[])
 """
 
 #: After the two above, in a statement of its own (a snapshot taken once the
 #: locks are held, so every edge another settle wrote is seen): release each
 #: waiting dependent of the settled jobs (%(ids)s) none of whose edges is
 #: unsettled, unless it is "done" and an edge failed; answer those released
-#: (with their kinds) and the "done" ones to cancel (false): an edge of theirs from the
+#: (with their kinds, the runners told when one is: `notice`, one row with a
+#: NULL flag) and the "done" ones to cancel (false): an edge of theirs from the
 #: settled jobs, or any once all have settled, ended other than done.
 #: "Is there an unsettled edge" stops at the first (LATERAL ... LIMIT 1: not a
 #: hashed subplan reading every unsettled edge), and the failed edges of a
 #: step are looked for among this settle's edges until all have settled, so
 #: a fan-in's settles do not each read every edge of its last step.
-RELEASE_SQL = """
+RELEASE_SQL = f"""
     WITH waiting AS (
         SELECT j.id, s."when", s.due_at, p.unsettled IS NULL AS ready
         FROM jobs_job j
         JOIN jobs_workflowstep s ON s.job_id = j.id
         LEFT JOIN LATERAL (SELECT 1 AS unsettled FROM jobs_dependency p
                            WHERE p.step_id = j.id AND p.outcome IS NULL LIMIT 1) p ON true
-        WHERE j.id IN (SELECT d.step_id FROM jobs_dependency d
-                       WHERE d.depends_on_id = ANY(%(ids)s::uuid[]))
+        WHERE j.id = ANY(ARRAY(SELECT d.step_id FROM jobs_dependency d
+                               WHERE d.depends_on_id = ANY(%(ids)s::uuid[])))
           AND j.state = 'waiting'
     ),
     judged AS (
@@ -211,36 +217,42 @@ RELEASE_SQL = """
         FROM judged g
         WHERE j.id = g.id AND g.ready AND NOT g.doomed
         RETURNING j.id, j.kind
+    ),
+    notice AS (
+        SELECT pg_notify('{WAKEUP_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM released)
     )
     SELECT id, kind, true FROM released
     UNION ALL
     SELECT id, '', false FROM judged WHERE doomed
+    UNION ALL
+    SELECT NULL, '', NULL FROM notice
 """
+
+
+#: The three, sent as one message: one round trip, and still three statements,
+#: each planned and run with a snapshot of its own (PostgreSQL's simple
+#: protocol takes one per statement under READ COMMITTED).
+SETTLE_DEPENDENTS_SQL = ";".join([LOCK_DEPENDENTS_SQL, SETTLE_EDGES_SQL, RELEASE_SQL])
 
 
 def settle_dependents(
     using: str, jobs: Sequence[tuple[uuid.UUID, str]], now: datetime
 ) -> tuple[list[tuple[uuid.UUID, str]], list[uuid.UUID]]:
     """`jobs.store.workflows.settle_dependents` on PostgreSQL: the three
-    statements in one pipeline, inside the caller's transaction."""
-    ids = plain_array_literal(job_id.hex for job_id, _ in jobs)
-    states = plain_array_literal(state for _, state in jobs)
-    connection = connections[using]
-    with preparing.mix_ups_explained(connection), contextlib.ExitStack() as cursors:
-        connection.ensure_connection()
-        prepare = preparing.prepares(connection)
-        with connection.wrap_database_errors, connection.connection.pipeline():
-            statements: list[tuple[str, object]] = [
-                (LOCK_DEPENDENTS_SQL, [ids]),
-                (SETTLE_EDGES_SQL, [ids, states, ids]),
-                (RELEASE_SQL, {"ids": ids, "now": now}),
-            ]
-            sent = []
-            for sql, params in statements:
-                cursor = cursors.enter_context(driver.hot_cursor(connection, prepare=prepare))
-                cursor.execute(sql, params)
-                sent.append(cursor)
-            rows = sent[-1].fetchall()
+    statements in one message, inside the caller's transaction. Through
+    Django's cursor, which merges the parameters on the client: pipelined
+    server-bound statements measured slower here (5.4 ms a settle of eight
+    against 3.6 ms for the three sent one by one)."""
+    params: dict[str, str | datetime] = {
+        "ids": plain_array_literal(job_id.hex for job_id, _ in jobs),
+        "states": plain_array_literal(state for _, state in jobs),
+        "now": now,
+    }
+    with connections[using].cursor() as cursor:
+        cursor.execute(SETTLE_DEPENDENTS_SQL, params)
+        while cursor.nextset():
+            pass  # to the last statement's rows
+        rows = cursor.fetchall()
     released = sorted((step_id, kind) for step_id, kind, was_released in rows if was_released)
-    doomed = sorted(step_id for step_id, _, was_released in rows if not was_released)
+    doomed = sorted(step_id for step_id, _, was_released in rows if was_released is False)
     return released, doomed
