@@ -14,16 +14,15 @@ Everything else was sent with them: the caller rolls it all back then.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db import connections, transaction
 
 from jobs.models import Dependency, Job, Workflow, WorkflowStep
 from jobs.spec import strict_json
-from jobs.store.postgresql import driver, preparing
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
 from jobs.store.postgresql.sql import WAKEUP_CHANNEL
 
@@ -79,7 +78,7 @@ def _instants(values: Sequence[datetime | None]) -> str:
     )
 
 
-def _job_params(jobs: Sequence[Job]) -> list[object]:
+def _job_params(jobs: Sequence[Job]) -> list[Any]:
     traceparents = [job.traceparent for job in jobs]
     return [
         jobs[0].created_at,
@@ -101,7 +100,7 @@ def _job_params(jobs: Sequence[Job]) -> list[object]:
     ]
 
 
-def _step_params(steps: Sequence[WorkflowStep]) -> list[object]:
+def _step_params(steps: Sequence[WorkflowStep]) -> list[Any]:
     return [
         plain_array_literal(step.job_id.hex for step in steps),
         plain_array_literal(step.workflow_id.hex for step in steps),
@@ -111,7 +110,7 @@ def _step_params(steps: Sequence[WorkflowStep]) -> list[object]:
     ]
 
 
-def _edge_params(edges: Sequence[Dependency]) -> list[object]:
+def _edge_params(edges: Sequence[Dependency]) -> list[Any]:
     return [
         plain_array_literal(edge.step_id.hex for edge in edges),
         plain_array_literal(edge.depends_on_id.hex for edge in edges),
@@ -125,11 +124,11 @@ def write_workflow(
     steps: Sequence[WorkflowStep],
     edges: Sequence[Dependency],
 ) -> bool:
-    """`jobs.store.workflows.write_workflow` on PostgreSQL, in one pipeline:
+    """`jobs.store.workflows.write_workflow` on PostgreSQL, in one message:
     False when fewer `jobs` went in than were given (a live job holds an
     identity), having written rows the caller must roll back."""
     connection = connections[using]
-    statements: list[tuple[str, list[object]]] = []
+    statements: list[tuple[str, list[Any]]] = []
     for n in range(0, len(jobs), CHUNK):
         statements.append((INSERT_STEP_JOBS_SQL, _job_params(jobs[n : n + CHUNK])))
     counted = len(statements)
@@ -140,20 +139,15 @@ def write_workflow(
         statements.append((INSERT_STEPS_SQL, _step_params(steps[n : n + CHUNK])))
     for n in range(0, len(edges), CHUNK):
         statements.append((INSERT_EDGES_SQL, _edge_params(edges[n : n + CHUNK])))
-    with (
-        preparing.mix_ups_explained(connection),
-        transaction.atomic(using=using, savepoint=False),  # the enqueue's own
-        contextlib.ExitStack() as cursors,
-    ):
-        connection.ensure_connection()
-        prepare = preparing.prepares(connection)  # before the pipeline: may ask the server
-        with connection.wrap_database_errors, connection.connection.pipeline():
-            sent = []
-            for sql, params in statements:
-                cursor = cursors.enter_context(driver.hot_cursor(connection, prepare=prepare))
-                cursor.execute(sql, params)
-                sent.append(cursor)
-            inserted = sum(cursor.fetchone()[0] for cursor in sent[:counted])
+    text = ";".join(sql for sql, _ in statements)
+    params = [value for _, values in statements for value in values]
+    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
+        cursor.execute(text, params)
+        inserted = 0
+        for n in range(counted):
+            if n:
+                cursor.nextset()
+            inserted += cursor.fetchone()[0]
     return bool(inserted == len(jobs))
 
 
