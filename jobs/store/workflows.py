@@ -5,7 +5,9 @@ Written once for every database with the ORM: the locking reads
 (`select_for_update`) are what makes a release race-free on MySQL/MariaDB,
 where a plain SELECT under REPEATABLE READ reads the transaction's snapshot;
 PostgreSQL under READ COMMITTED sees the latest commits either way, and
-SQLite, which has no row locks, one writer at a time.
+SQLite, which has no row locks, one writer at a time. PostgreSQL's hot two,
+the enqueue's write and a settle's release, have statements of their own
+there (`jobs.store.postgresql.workflows`), each one round trip.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ runner wakes (`jobs.notifier.postgresql` listens); the claim still gives
 each row to one of them.
 
 The verbs are here; their statements in `.sql`, and how those are sent
-(server-bound, prepared) in `.driver`; the wake-up channel's in `.channel`.
+(server-bound, prepared) in `.driver`; the wake-up channel's in `.channel`;
+workflows' write and release in `.workflows`.
 """
 
 from __future__ import annotations
