@@ -73,7 +73,7 @@ class Sizes:
     samples: int = 200
     #: `pgbench -i -s`: 10 is a million accounts rows.
     pgbench_scale: int = 10
-    #: Runs of the drain, debug, enqueue and instructions parts; the median run is shown.
+    #: Runs of the drain, debug, enqueue, workflows and instructions parts; the median is shown.
     repeat: int = 1
     #: Jobs each instructions measure divides by: the budget's fixed workload.
     instruction_jobs: int = 2_000
@@ -179,8 +179,11 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
         results.append(dashboard.answer_time(sizes.dashboard_settled))
     if "workflows" in parts:
         progress("workflows")
-        results += workflows.measured(
-            sizes.workflow_width, sizes.small_workflows, sizes.small_workflow_width
+        results += median_of(
+            sizes.repeat,
+            lambda: workflows.measured(
+                sizes.workflow_width, sizes.small_workflows, sizes.small_workflow_width
+            ),
         )
     verdicts: list[Verdict] = []
     if "instructions" in parts:

@@ -83,7 +83,7 @@ class Command(BaseCommand):
             type=_at_least_one,
             default=defaults.repeat,
             help=(
-                "Runs of the drain, debug, enqueue and instructions parts; "
+                "Runs of the drain, debug, enqueue, workflows and instructions parts; "
                 "the median run is shown (1)."
             ),
         )
