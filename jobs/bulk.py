@@ -79,13 +79,14 @@ class Action:
 
     def skip_reason(self, state: str) -> str:
         """Why a row in `state` is left, as `jobs.operations` says it for one."""
-        return f"{state}, not {' or '.join(self.states)}"
+        *others, last = self.states
+        return f"{state}, not {', '.join(others)} or {last}" if others else f"{state}, not {last}"
 
 
 RETRY = Action(
     "retry", "retry", (State.FAILED, State.CANCELLED), "queued again with a fresh attempt budget"
 )
-CANCEL = Action("cancel", "cancel", (State.QUEUED, State.RUNNING), "cancelled")
+CANCEL = Action("cancel", "cancel", (State.WAITING, State.QUEUED, State.RUNNING), "cancelled")
 RUN_NOW = Action("run_now", "run now", (State.QUEUED,), "made due now")
 
 #: A retry's reason for a row whose `(kind, key)` a live job holds.

@@ -108,7 +108,9 @@ def cancel(
     using: str | None = None,
     registry: Registry | None = None,
 ) -> Report:
-    """Retire queued or running jobs as `cancelled`, calling each handler's `abandon` once.
+    """Retire waiting, queued or running jobs as `cancelled`, calling each handler's
+    `abandon` once; a workflow's steps waiting for one cancelled are then cancelled
+    by its release rule (`jobs.workflows.release`).
 
     `by` names who cancelled (it goes into the reason). A running attempt is
     not interrupted, but its settle is fenced out, so its result is discarded.
@@ -119,7 +121,7 @@ def cancel(
     for job_id, job in _found(ids, using, report):
         handler = handlers.get(job.kind)
         if retirement.cancel(store, job_id, handler, reason, now, by=by) is None:
-            report.skip(f"{job.state}, not queued or running")
+            report.skip(f"{job.state}, not waiting, queued or running")
         else:
             report.touched += 1
     return report

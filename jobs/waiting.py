@@ -36,6 +36,7 @@ from jobs.presentation import relative
 from jobs.registry import registry
 from jobs.schedules.plan import KEY_PREFIX
 from jobs.spec import DEFAULT_QUEUE
+from jobs.store import workflow_reads
 
 #: The reasons, as the metric's `reason` label and `jobs stats --json` name them.
 SCHEDULE, RUN_AT, PAUSE, RUNNER, LIMIT = "schedule", "run_at", "pause", "runner", "limit"
@@ -48,6 +49,10 @@ READY = "ready"
 HOLDS = (SCHEDULE, RUN_AT, PAUSE, RUNNER, LIMIT)
 REASONS = (*HOLDS, READY)
 
+#: A workflow's waiting step: not counted with the others (it is not queued),
+#: said by `jobs show` (`dependencies`).
+DEPENDENCIES = "dependencies"
+
 #: How each reason reads in a sentence: "waits for a pause: ...".
 NOUNS = {
     SCHEDULE: "its schedule",
@@ -56,7 +61,11 @@ NOUNS = {
     RUNNER: "a runner",
     LIMIT: "a limit",
     READY: "a free slot",
+    DEPENDENCIES: "its workflow's dependencies",
 }
+
+#: How many of a waiting step's unsettled dependencies its hold names.
+NAMED_DEPENDENCIES = 5
 
 
 @dataclass(frozen=True)
@@ -340,6 +349,25 @@ def backlog(
         found.oldest[queue] = {reason: row.get(f"o_{reason}") for reason in REASONS}
         found.due[queue], found.oldest_due[queue] = row.get("n_due", 0), row.get("o_due")
     return found
+
+
+def dependencies(job: Job, using: str | None = None, now: datetime | None = None) -> Hold | None:
+    """What a workflow's waiting step waits for: its dependencies not yet
+    settled, by name, and when it is due once released; None for a job that
+    is not waiting. Three reads (`jobs.store.workflow_reads.waits_for`)."""
+    if job.state != State.WAITING:
+        return None
+    now = now or timezone.now()
+    due_at, edges = workflow_reads.waits_for(using or DEFAULT_DB_ALIAS, job.id)
+    pending = [name for _, name, outcome in edges if outcome is None]
+    named = ", ".join(pending[:NAMED_DEPENDENCIES])
+    if (more := len(pending) - NAMED_DEPENDENCIES) > 0:
+        named += f" and {more} more"
+    detail = f"{len(pending)} of {len(edges)} not settled"
+    detail += f": {named}" if pending else ""
+    if due_at is not None and due_at > now:
+        detail += f"; once released, due {relative(due_at, now)}"
+    return Hold(DEPENDENCIES, detail)
 
 
 def describe(holds: list[Hold], job: Job) -> str:

@@ -18,6 +18,10 @@
   validators and `clean`) and never saved.
 - The operator's controls (`controls`): pause and resume a queue or kind, set
   a kind's concurrency limit; each change stamped with who made it.
+- A workflow's page (`workflow_page`, linked from each of its jobs): every
+  step with its state and timing, its graph drawn inline
+  (`workflow_graph`), and Cancel, asked first, through
+  `jobs.workflows.operator`.
 - Schedules (`schedules`): every schedule with its timing in words, next and
   last fire and how the last ended; disable, enable and run now, stamped with
   who. Read-only otherwise: the rows belong to the runners' reconcile.

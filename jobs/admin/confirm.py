@@ -55,7 +55,8 @@ class Retiring:
 CANCEL = Retiring(
     action="cancel",
     verb="cancel",
-    touches=(State.QUEUED, State.RUNNING),
+    # As `jobs.operations.cancel` retires them: a workflow's waiting step too.
+    touches=(State.WAITING, State.QUEUED, State.RUNNING),
     effect=(
         "each is retired as cancelled and its handler's abandon runs once; "
         "a running attempt is not interrupted, but its result is discarded"

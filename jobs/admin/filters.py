@@ -8,6 +8,7 @@ others offer one fixed choice and narrow by an indexed condition.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -16,7 +17,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from jobs.holding import Holders
-from jobs.models import LIVE_STATES, Job, RunnerProcess, State
+from jobs.models import LIVE_STATES, Job, RunnerProcess, State, Workflow
 from jobs.registry import registry
 from jobs.spec import DEFAULT_QUEUE
 from jobs.stats import served_by_live_runners
@@ -135,3 +136,37 @@ class StuckFilter(_OneChoiceFilter):
 
     def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(Holders.read(queryset.db, timezone.now()).stuck_rows())
+
+
+class WorkflowFilter(admin.SimpleListFilter):
+    """By workflow: the steps of any workflow (the partial index on
+    `workflow_id` holds no plain job), or of the one `?workflow_id=` names,
+    which a workflow's page links to."""
+
+    title = "workflow"
+    parameter_name = "workflow_id"
+
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
+        choices = [("any", "in a workflow")]
+        value = self.value()
+        if value and value != "any":
+            choices.append((value, _workflow_name(value)))
+        return choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == "any":
+            return queryset.filter(workflow_id__isnull=False)
+        if value:
+            return queryset.filter(workflow_id=value)
+        return queryset
+
+
+def _workflow_name(value: str) -> str:
+    """The workflow's name, for its filter choice; its id's start if it has none."""
+    try:
+        ident = uuid.UUID(value)
+    except ValueError:
+        return value
+    name = Workflow.objects.filter(id=ident).values_list("name", flat=True).first()
+    return name or f"{ident.hex[:8]} (gone)"

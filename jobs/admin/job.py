@@ -12,7 +12,8 @@ business: nothing here writes a job row itself. Cancel, which retires work,
 asks first (`jobs.admin.confirm`). Any action on every job the filters match
 (Django's "select all") counts them, asks with the number and acts in
 batches (`jobs.admin.bulk`); the dead letters have their own page
-(`jobs.admin.dead_letters`).
+(`jobs.admin.dead_letters`), and so has each workflow
+(`jobs.admin.workflow_page`), linked from its steps.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ from jobs.admin.filters import (
     QueueFilter,
     StuckFilter,
     WaitingForHandlerFilter,
+    WorkflowFilter,
 )
 from jobs.admin.job_detail import JobDetail
 from jobs.admin.large_table import CalendarQuerySet, EstimatedCountPaginator
+from jobs.admin.workflow_page import cancel_page, narrowed_to, workflow_page
 from jobs.holding import RUNNER_GONE, Holders
 from jobs.models import Job, State
 from jobs.operations import Report
@@ -83,6 +86,7 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
         LeaseExpiredFilter,
         StuckFilter,
         WaitingForHandlerFilter,
+        WorkflowFilter,
     ]
     search_fields = ["key"]
     search_help_text = "A key (or part of one), or a job's id or its first 8 or more hex digits."
@@ -132,7 +136,8 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        return super().changelist_view(request, {"title": "Jobs", **(extra_context or {})})
+        context = {"title": "Jobs", "workflow_url": narrowed_to(request), **(extra_context or {})}
+        return super().changelist_view(request, context)
 
     # -- list columns -------------------------------------------------------------
 
@@ -312,9 +317,19 @@ class JobAdmin(JobDetail, admin.ModelAdmin):  # type: ignore[type-arg]  # not su
             self.admin_site.admin_view(functools.partial(dead_letters_page, self)),
             name="jobs_dead_letters",
         )
+        workflow = path(
+            "workflow/<uuid:workflow_id>/",
+            self.admin_site.admin_view(functools.partial(workflow_page, self)),
+            name="jobs_workflow",
+        )
+        cancel_workflow = path(
+            "workflow/<uuid:workflow_id>/cancel/",
+            self.admin_site.admin_view(functools.partial(cancel_page, self)),
+            name="jobs_workflow_cancel",
+        )
         # Ahead of the model's own routes, whose `<path:object_id>/` would
         # otherwise take "dashboard/" for a job id.
-        return [page, dead, *super().get_urls()]
+        return [page, dead, workflow, cancel_workflow, *super().get_urls()]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard (`jobs.admin.dashboard`), behind the job list's view permission."""

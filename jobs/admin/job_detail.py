@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -24,7 +25,7 @@ from jobs.admin.display import badge, breakable, pretty_json, stamp_or_nothing, 
 from jobs.holding import Holders
 from jobs.models import Job, State
 from jobs.presentation import NOTHING, relative
-from jobs.waiting import Holds, describe
+from jobs.waiting import Holds, dependencies, describe
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -78,7 +79,7 @@ class JobDetail:
                     shown("updated_at"),
                     shown("finished_at"),
                     shown("abandon_owed_at"),
-                    "workflow_id",
+                    "workflow_link",
                 ]
             },
         ),
@@ -110,10 +111,21 @@ class JobDetail:
     created_at_shown = _time("created_at")
     updated_at_shown = _time("updated_at")
     finished_at_shown = _time("finished_at")
-    run_at_shown = _time("run_at")
     deadline_shown = _time("deadline")
     started_at_shown = _time("started_at")
     abandon_owed_at_shown = _time("abandon_owed_at")
+
+    @admin.display(description=_label("run_at"), ordering="run_at")
+    def run_at_shown(self, job: Job) -> SafeString:
+        """When the job is due; for a workflow's waiting step, that it is not
+        due while it waits (its row holds a parked date, the year 9999)."""
+        if job.state == State.WAITING:
+            return format_html(
+                '<span class="jobs-stamp">{}</span> <span class="jobs-quiet">{}</span>',
+                NOTHING,
+                "not due while it waits: see waiting for",
+            )
+        return _time("run_at")(self, job)
 
     @admin.display(description=_label("lease_expires_at"), ordering="lease_expires_at")
     def lease_expires_at_shown(self, job: Job) -> SafeString:
@@ -136,6 +148,17 @@ class JobDetail:
         help_texts |= {"kind_shown": _help_text("kind"), "whole_key": _help_text("key")}
         return super().get_form(  # type: ignore[misc]  # a mixin of ModelAdmin
             request, obj, change, help_texts=help_texts, **kwargs
+        )
+
+    @admin.display(description="workflow")
+    def workflow_link(self, job: Job) -> SafeString | str:
+        """The workflow's page, for a step (`jobs.admin.workflow_page`); a dash for a plain job."""
+        if job.workflow_id is None:
+            return NOTHING
+        return format_html(
+            '<a class="jobs-workflow-link" href="{}">{}</a>',
+            reverse("admin:jobs_workflow", args=[job.workflow_id]),
+            job.workflow_id,
         )
 
     @admin.display(description="key")
@@ -163,6 +186,8 @@ class JobDetail:
         now = timezone.now()
         stuck = Holders.read(now=now).stuck(job)
         holds = Holds.read(now=now).of(job, stuck=stuck)
+        if (waits := dependencies(job, now=now)) is not None:
+            holds.append(waits)
         if not holds:
             return describe(holds, job) if job.state == "queued" else NOTHING
         return format_html_join(

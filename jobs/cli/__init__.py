@@ -15,8 +15,9 @@ stays one line however many newlines a field held
 `jobs.cli.ids`; a kind or queue nothing names is warned about (or refused
 with `--strict`) in `jobs.cli.names`. Changes go through the same doors as the admin
 (`jobs.operations`, `jobs.bulk` and `jobs.dead_letters`, `jobs.controls`,
-`jobs.queue.enqueue`, `jobs.stats.collect`, `jobs.schedules.operator`), so the
-command holds no rules about identity, attempts or fencing of its own; and it
+`jobs.queue.enqueue`, `jobs.stats.collect`, `jobs.schedules.operator`,
+`jobs.workflows.operator`), so the command holds no rules about identity,
+attempts or fencing of its own; and it
 says things in the admin's words (`jobs.presentation`), at the length a shell
 has room for.
 
@@ -40,6 +41,7 @@ from jobs.cli import (
     schedules,
     show,
     stats,
+    workflow,
 )
 from jobs.cli.cancel import cancel_jobs
 from jobs.cli.enqueue import enqueue_job
@@ -63,6 +65,7 @@ VERBS: tuple[Module, ...] = (
     limit,
     schedules,
     stats,
+    workflow,
 )
 
 __all__ = [

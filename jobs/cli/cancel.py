@@ -1,4 +1,4 @@
-"""`manage.py jobs cancel`: retire queued or running jobs as cancelled, naming who;
+"""`manage.py jobs cancel`: retire waiting, queued or running jobs as cancelled, naming who;
 given by id or by a filter (`jobs.cli.by_filter`)."""
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from jobs.presentation import cancelling_running
 
 #: cancel's help, as `--help` shows it.
 HELP = (
-    "Retire queued or running jobs as cancelled (each handler's abandon runs once): those "
-    "given by id, or every job a filter matches. A running handler is not stopped: a hung "
-    "one ends only when its runner process restarts, hard_kill_after past its budget. "
+    "Retire waiting, queued or running jobs as cancelled (each handler's abandon runs once): "
+    "those given by id, or every queued or running job a filter matches. A workflow's step "
+    "waiting for one cancelled is cancelled too unless it runs once its dependencies "
+    "settled, whatever the outcome (`jobs workflow cancel` cancels a whole workflow). A "
+    "running handler is not stopped: a hung one ends only when its runner process restarts, "
+    "hard_kill_after past its budget. "
     "Exits 1 if any job was skipped."
 )
 
@@ -43,7 +46,7 @@ def handle(write: Write, options: Options) -> int:
 def cancel_jobs(
     write: Write, ids: Iterable[uuid.UUID | IdPrefix], *, by: str, using: str = DEFAULT_DB_ALIAS
 ) -> int:
-    """Retire queued or running jobs as cancelled (see `jobs.operations.cancel`);
+    """Retire waiting, queued or running jobs as cancelled (see `jobs.operations.cancel`);
     when some it cancelled were running, say after the report what the cancel
     did not do."""
     running: list[uuid.UUID] = []

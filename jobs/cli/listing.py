@@ -1,4 +1,5 @@
-"""`manage.py jobs list`: one line per job, newest first, filtered as the admin's list is.
+"""`manage.py jobs list`: one line per job, newest first, filtered as the admin's list is
+(and by workflow: `--workflow`).
 
 A kind or queue no job could have is refused as an argument; one that nothing
 names (`jobs.cli.names`) is warned about, so that "No jobs match" is not read
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
@@ -19,6 +21,8 @@ from jobs.cli.verb import OK, Options, Verbs
 from jobs.holding import RUNNER_GONE, Holders
 from jobs.models import Job, State
 from jobs.presentation import next_run
+from jobs.workflows import operator
+from jobs.workflows.operator import UnknownWorkflow
 
 #: How many jobs `list` shows unless told otherwise: a screenful, newest first.
 DEFAULT_LIMIT = 50
@@ -55,6 +59,12 @@ def add_parser(verbs: Verbs) -> None:
         help="Only jobs of this queue (repeatable).",
     )
     listing.add_argument(
+        "--workflow",
+        metavar="ID",
+        help="Only the steps of this workflow: its id, one of its steps' ids, or 8 or more "
+        "of its first hex digits.",
+    )
+    listing.add_argument(
         "--has-error", action="store_true", help="Only jobs whose last_error is not empty."
     )
     listing.add_argument(
@@ -79,6 +89,7 @@ def handle(write: Write, options: Options) -> int:
         states=options["state"],
         kinds=options["kind"],
         queues=options["queue"],
+        workflow=options["workflow"],
         has_error=options["has_error"],
         lease_expired=options["lease_expired"],
         limit=options["limit"],
@@ -93,6 +104,7 @@ def list_jobs(
     states: Iterable[str] = (),
     kinds: Iterable[str] = (),
     queues: Iterable[str] = (),
+    workflow: str | None = None,
     has_error: bool = False,
     lease_expired: bool = False,
     limit: int = DEFAULT_LIMIT,
@@ -100,10 +112,16 @@ def list_jobs(
     now: datetime | None = None,
     strict: bool = False,
 ) -> int:
-    """One line per job, newest first, filtered as the admin's list filters do."""
+    """One line per job, newest first, filtered as the admin's list filters do;
+    a `workflow` no workflow's id names is refused (exit status 2)."""
     now = now or timezone.now()
     kinds, queues = list(kinds), list(queues)
     jobs = Job.objects.using(using).all()
+    if workflow is not None:
+        try:
+            jobs = jobs.filter(workflow_id=operator.resolve(workflow, using=using))
+        except UnknownWorkflow as error:
+            raise CommandError(str(error), returncode=2) from None
     if states := list(states):
         jobs = jobs.filter(state__in=states)
     if kinds:

@@ -32,10 +32,10 @@ from jobs.history import Entry, Outcome
 from jobs.history_actions import is_action
 from jobs.holding import Holders
 from jobs.job_ids import IdPrefix
-from jobs.models import Job
+from jobs.models import Job, State
 from jobs.presentation import attempts_not_done, indented_json, relative, took
 from jobs.registry import registry
-from jobs.waiting import Hold, Holds, describe
+from jobs.waiting import Hold, Holds, dependencies, describe
 
 #: Shown for an empty value.
 NONE = "-"
@@ -73,6 +73,8 @@ def show_job(
     now = timezone.now()
     holders = Holders.read(using, now)
     holds = Holds.read(using, now).of(job, stuck=holders.stuck(job))
+    if (waits := dependencies(job, using, now)) is not None:
+        holds.append(waits)
     lines = json_lines(job, holders, holds) if as_json else job_lines(job, holders, now, holds)
     for line in lines:
         write(line)
@@ -110,6 +112,10 @@ def _field(
         return [f"{label} {'the attempt history, below' if value else '(none)'}"]
     if name == "claimed_by":
         return [f"{label} {holder(job, holders)}"]
+    if name == "workflow_id" and value is not None:
+        return [f"{label} {value} (its steps: jobs workflow show {str(value)[:8]})"]
+    if name == "run_at" and job.state == State.WAITING:
+        return [f"{label} {NONE} (not due while it waits: see waiting, below)"]
     if isinstance(value, datetime):
         return [f"{label} {value.isoformat()} ({relative(value, now)})"]
     if value is None:
@@ -193,12 +199,15 @@ def json_lines(job: Job, holders: Holders, holds: list[Hold] | None = None) -> l
     """The job as JSON: every field, `errors` as the entries (`Entry.as_json`),
     oldest first, with `error_count`, and `stuck` ("runner gone", "lease
     expired" or "") for its holder, and `waiting`: what holds it back, each
-    hold's reason and detail (`jobs.waiting`), [] when nothing does."""
+    hold's reason and detail (`jobs.waiting`), [] when nothing does; a waiting
+    step's `run_at` is null, its row's parked date being no time to show."""
     data = {field.name: getattr(job, field.name) for field in Job._meta.concrete_fields}
     data["errors"] = [entry.as_json() for entry in job.attempt_history]
     data["error_count"] = job.error_count
     data["stuck"] = holders.stuck(job)
     data["waiting"] = [{"reason": h.reason, "detail": h.detail} for h in holds or ()]
+    if job.state == State.WAITING:
+        data["run_at"] = None  # parked past every due row: not a time to show
     # JSON escapes every control character in a string: each "\n" left ends a line.
     text = json.dumps(data, cls=DjangoJSONEncoder, indent=2, sort_keys=True)
     return text.split("\n")

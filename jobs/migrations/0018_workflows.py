@@ -59,7 +59,9 @@ class Migration(migrations.Migration):
             field=models.UUIDField(blank=True, editable=False, help_text='The workflow this job is a step of; empty for a plain job.', null=True),
         ),
         # `live` is TRUE for `waiting` too, so a waiting step holds its
-        # identity. Django cannot alter a generated column: it is dropped and
+        # identity. It and the state check are written as equalities joined
+        # by OR, not IN (see `jobs.models.one_of`: SQLite builds a temporary
+        # index per evaluation of an IN list of more than two constants). Django cannot alter a generated column: it is dropped and
         # added again, with the constraint and the indexes that read it.
         migrations.RemoveConstraint(model_name='job', name='jobs_job_live_identity'),
         migrations.RemoveIndex(model_name='job', name='jobs_job_ready'),
@@ -68,7 +70,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='live',
-            field=models.GeneratedField(db_persist=True, expression=models.Case(models.When(models.Q(('state__in', ['queued', 'running', 'waiting'])), then=models.Value(True)), default=None), help_text="TRUE while the job is live, NULL once settled: the identity's holder.", output_field=models.BooleanField(null=True)),
+            field=models.GeneratedField(db_persist=True, expression=models.Case(models.When(models.Q(('state', 'queued'), ('state', 'running'), ('state', 'waiting'), _connector='OR'), then=models.Value(True)), default=None), help_text="TRUE while the job is live, NULL once settled: the identity's holder.", output_field=models.BooleanField(null=True)),
         ),
         migrations.AddConstraint(
             model_name='job',
@@ -93,7 +95,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['queued', 'running', 'done', 'failed', 'cancelled', 'waiting'])), name='jobs_job_state_known'),
+            constraint=models.CheckConstraint(condition=models.Q(('state', 'queued'), ('state', 'running'), ('state', 'done'), ('state', 'failed'), ('state', 'cancelled'), ('state', 'waiting'), _connector='OR'), name='jobs_job_state_known'),
         ),
         migrations.AddIndex(
             model_name='dependency',

@@ -18,7 +18,10 @@ SQLite, but MySQL and MariaDB have none (Django drops the condition there).
 from __future__ import annotations
 
 import dataclasses
+import operator
 import uuid
+from collections.abc import Iterable
+from functools import reduce
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -81,7 +84,17 @@ class State(models.TextChoices):
 
 LIVE_STATES = (State.QUEUED, State.RUNNING, State.WAITING)
 SETTLED_STATES = (State.DONE, State.FAILED, State.CANCELLED)
-_LIVE = Q(state__in=[s.value for s in LIVE_STATES])
+
+
+def one_of(states: Iterable[str]) -> Q:
+    """`state` is one of `states`, written as equalities joined by OR, not
+    IN: SQLite builds a temporary index for an IN list of more than two
+    constants each time it evaluates one, and the generated `live` column and
+    the state check are evaluated at every insert and every change of state."""
+    return reduce(operator.or_, (Q(state=str(state)) for state in states))
+
+
+_LIVE = one_of(LIVE_STATES)
 #: Live and settled rows by the generated `live` column, which the partial
 #: indexes' conditions read: a query filtering with these is one the planner
 #: can answer from those indexes, which it cannot prove of a `state` filter.
@@ -201,9 +214,7 @@ class Job(models.Model):
             # A state written by hand must be one the code knows: an unknown
             # one would release the identity (`live` is NULL for it) and never
             # be claimed, settled or swept.
-            models.CheckConstraint(
-                condition=Q(state__in=[s.value for s in State]), name="jobs_job_state_known"
-            ),
+            models.CheckConstraint(condition=one_of(State), name="jobs_job_state_known"),
         ]
         indexes = [
             # Finding ready work: only live rows, by priority and run_at. The

@@ -13,7 +13,7 @@ there (`jobs.store.postgresql.workflows`), each one round trip.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from django.db import connections
@@ -30,6 +30,17 @@ WAITING_RUN_AT = datetime(9999, 1, 1, tzinfo=UTC)
 
 #: Rows a statement of a workflow's enqueue inserts at most.
 BATCH = 1000
+
+
+#: A database's own write of a workflow's rows and own release rule, by
+#: vendor: registered by its store's package as it is imported
+#: (`jobs.store.postgresql.workflows`), so this module never imports it
+#: (that store's statements import the ORM store, which imports this).
+WRITES: dict[str, Callable[..., bool]] = {}
+SETTLES: dict[
+    str,
+    Callable[..., tuple[list[tuple[uuid.UUID, str]], list[uuid.UUID]]],
+] = {}
 
 
 def configured_max_attempts(using: str) -> int:
@@ -51,10 +62,9 @@ def write_workflow(
     edges. False, having written only rows the caller must roll back, when a
     live job already holds the identity of one of `jobs`. PostgreSQL writes
     them all in one round trip (`jobs.store.postgresql.workflows`)."""
-    if connections[using].vendor == "postgresql":
-        from jobs.store.postgresql import workflows as postgresql
-
-        return postgresql.write_workflow(using, workflow, jobs, steps, edges)
+    own = WRITES.get(connections[using].vendor)
+    if own is not None:
+        return own(using, workflow, jobs, steps, edges)
     rows = Job.objects.using(using)
     rows.bulk_create(jobs, batch_size=BATCH, ignore_conflicts=True)
     ids = [job.id for job in jobs]
@@ -73,6 +83,13 @@ def write_workflow(
 def workflow_of(using: str, job_id: uuid.UUID) -> uuid.UUID | None:
     """The workflow the job `job_id` is a step of, or None."""
     return Job.objects.using(using).filter(id=job_id).values_list("workflow_id", flat=True).first()
+
+
+def dependents(using: str, job_id: uuid.UUID) -> list[uuid.UUID]:
+    """The steps that wait for `job_id`, in id order: the order their rows are
+    locked in by every settle, so two settles never deadlock each other."""
+    rows = Dependency.objects.using(using).filter(depends_on_id=job_id)
+    return sorted(rows.values_list("step_id", flat=True))
 
 
 def lock_step(using: str, step_id: uuid.UUID) -> tuple[str, str, WorkflowStep] | None:
@@ -105,6 +122,14 @@ def edges(using: str, step_id: uuid.UUID) -> list[tuple[uuid.UUID, str | None]]:
     return list(rows.order_by("id").values_list("depends_on_id", "outcome"))
 
 
+def waits(using: str, step_id: uuid.UUID) -> bool:
+    """Whether an edge of `step_id` is not settled yet, read with a locking read
+    (the latest commits on every database) that stops at the first: a join of
+    10,000 steps is not read whole at each of their settles."""
+    rows = Dependency.objects.using(using).select_for_update()
+    return rows.filter(step_id=step_id, outcome__isnull=True).exists()
+
+
 def release(using: str, step_id: uuid.UUID, run_at: datetime, now: datetime) -> bool:
     """Move the waiting `step_id` to queued, due at `run_at`; whether it was waiting."""
     rows = Job.objects.using(using).filter(id=step_id, state=State.WAITING)
@@ -120,11 +145,8 @@ def settle_dependents(
     cancels (for the caller to cancel); the runners listening are told of
     any release at commit. None elsewhere: the caller takes the
     statements below one by one (`jobs.workflows.release.settled_many`)."""
-    if connections[using].vendor != "postgresql":
-        return None
-    from jobs.store.postgresql import workflows as postgresql
-
-    return postgresql.settle_dependents(using, jobs, now)
+    own = SETTLES.get(connections[using].vendor)
+    return None if own is None else own(using, jobs, now)
 
 
 def dependents_of(using: str, job_ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
@@ -164,6 +186,11 @@ def _read_latest(rows: QuerySet[Dependency]) -> set[uuid.UUID]:
     return set(rows.values_list("step_id", flat=True).distinct())
 
 
+#: Steps few enough for MySQL/MariaDB to ask `waits` of each rather than
+#: read every unsettled edge of them all in one locking read.
+FEW = 16
+
+
 def with_unsettled_edges(using: str, step_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of `step_ids` (locked) still have an edge not settled.
 
@@ -171,6 +198,8 @@ def with_unsettled_edges(using: str, step_ids: Sequence[uuid.UUID]) -> set[uuid.
     fan-in's last step has an edge per step of the fan, and counting them
     all at each of their settles made its drain quadratic."""
     if connections[using].vendor == "mysql":
+        if len(step_ids) <= FEW:  # a locking read that stops at the first, each
+            return {step_id for step_id in step_ids if waits(using, step_id)}
         pending = Dependency.objects.using(using).filter(step_id__in=step_ids, outcome=None)
         return _read_latest(pending)
     unsettled = Dependency.objects.using(using).filter(step_id=OuterRef("id"), outcome=None)

@@ -7,6 +7,11 @@ building (a step of another workflow in `after`, a duplicate name, an unknown
 `enqueue` rolls every row back. `after` only takes steps already added, so no
 cycle can be written. The design note docs/design/workflows.md says why the
 rows are shaped as they are.
+
+Inside a running step, `Workflow.of(job)` is the step's workflow, to grow:
+`add` then takes its existing steps too (`current`, `step(name)`), and
+`enqueue` writes the added steps through `jobs.workflows.growth`, which makes
+the running step's dependents wait for them as well.
 """
 
 from __future__ import annotations
@@ -28,21 +33,23 @@ from jobs.models.workflows import STEP_NAME_MAX_LENGTH, WHEN_DONE, WHENS
 from jobs.queue import routing
 from jobs.spec import JobSpec
 from jobs.store import for_database
+from jobs.store import workflow_growth as growth_rows
 from jobs.store.workflows import WAITING_RUN_AT, configured_max_attempts, write_workflow
 from jobs.wakeup import wake_runners
+from jobs.workflows.errors import InvalidWorkflow
+from jobs.workflows.growth import grow
+
+__all__ = ["InvalidWorkflow", "Step", "Workflow"]
 
 #: A workflow's longest name (its column's length).
 NAME_MAX_LENGTH = 255
 
 
-class InvalidWorkflow(ValueError):
-    """A workflow that cannot be written as built; nothing was written."""
-
-
 @dataclass(frozen=True, eq=False, slots=True)
 class Step:
-    """One step of a workflow, as `Workflow.add` hands it back: what `after`
-    takes. `job_id` is its job's id from the moment it is added."""
+    """One step of a workflow, as `Workflow.add` hands it back (or, for a
+    step already written, `Workflow.current` and `Workflow.step`): what
+    `after` takes. `job_id` is its job's id from the moment it is added."""
 
     job_id: uuid.UUID
     name: str
@@ -65,7 +72,8 @@ class Workflow:
     """Jobs that wait for other jobs, queued together (`add`, then `enqueue`).
 
     `name` is a label for operators; `deadline`, when given, is the deadline
-    of each step that sets none, or a later one.
+    of each step that sets none, or a later one. `Workflow.of(job)` is, inside
+    a running step, the workflow it is a step of, to add steps to.
     """
 
     def __init__(self, name: str, *, deadline: datetime | None = None) -> None:
@@ -79,8 +87,60 @@ class Workflow:
         self.id = uuid.uuid4()
         self.name, self.deadline = name, deadline
         self._planned: list[_Planned] = []
-        self._names: set[str] = set()
+        self._named: dict[str, Step] = {}
         self._enqueued = False
+        #: The running step this workflow grows from (`of`), and its database.
+        self._running: Job | None = None
+        self._using: str | None = None
+        self._current: Step | None = None
+
+    @classmethod
+    def of(cls, job: Job) -> Workflow:
+        """The workflow of `job`, the running step a handler's `run()` is given,
+        to grow: `add` steps (which may wait for its existing steps: `current`,
+        `step(name)`), then `enqueue` them. The running step's dependents then
+        wait for it and for every step it added, recursively. Two reads. Raises
+        `InvalidWorkflow` for anything but a running step."""
+        if not isinstance(job, Job):
+            raise InvalidWorkflow(
+                f"Workflow.of takes the Job a handler's run() is given, not {type(job).__name__}"
+            )
+        if job.workflow_id is None:
+            raise InvalidWorkflow(f"job {job.kind}:{job.key} is not a workflow's step")
+        if job.state != State.RUNNING:
+            raise InvalidWorkflow(
+                f"step {job.kind}:{job.key} is {job.state}: a workflow grows only "
+                "from inside a running step"
+            )
+        using = job._state.db or for_database().using
+        row = growth_rows.workflow(using, job.workflow_id)
+        name = growth_rows.step_name(using, job.id)
+        if row is None or name is None:
+            raise InvalidWorkflow(f"the workflow of step {job.kind}:{job.key} is gone")
+        flow = cls(row.name, deadline=row.deadline)
+        flow.id, flow._running, flow._using = row.id, job, using
+        flow._current = Step(job.id, name, flow)
+        return flow
+
+    @property
+    def current(self) -> Step:
+        """The running step this workflow grows from (`of`): an added step
+        after it runs once it is done."""
+        if self._current is None:
+            raise InvalidWorkflow(f"workflow {self.name!r} does not grow from a running step")
+        return self._current
+
+    def step(self, name: str) -> Step:
+        """The step `name`: one added here, or, in a workflow grown from a
+        running step (`of`), one already written (a read)."""
+        if name in self._named:
+            return self._named[name]
+        job_id = None
+        if self._using is not None:
+            job_id = growth_rows.step_named(self._using, self.id, name)
+        if job_id is None:
+            raise InvalidWorkflow(f"workflow {self.name!r} has no step named {name!r}")
+        return Step(job_id, name, self)
 
     def add(
         self,
@@ -92,7 +152,10 @@ class Workflow:
     ) -> Step:
         """Add `spec` as a step that runs after each step of `after` (`when`
         "done": once all are done; "settled": once all settled, whatever the
-        outcome). `name`, unique in the workflow, defaults to "<kind>:<key>"."""
+        outcome). `name`, unique in the workflow, defaults to "<kind>:<key>".
+        In a workflow grown from a running step, `after` may also name steps
+        already written (`current`, `step(name)`), but none that waits for the
+        running step (a cycle: `enqueue` refuses it)."""
         if self._enqueued:
             raise InvalidWorkflow(f"workflow {self.name!r} is already enqueued")
         if not isinstance(spec, JobSpec):
@@ -107,7 +170,12 @@ class Workflow:
                 raise InvalidWorkflow(
                     f"after holds the Steps Workflow.add returned, not {type(step).__name__}"
                 )
-            if step.workflow is not self:
+            if step.workflow is not self and step.workflow.id == self.id:
+                if not step.workflow._enqueued:
+                    raise InvalidWorkflow(
+                        f"after names step {step.name!r} of a growth not enqueued yet"
+                    )
+            elif step.workflow is not self:
                 raise InvalidWorkflow(
                     f"after names step {step.name!r} of workflow {step.workflow.name!r}, "
                     f"not of {self.name!r}"
@@ -119,11 +187,12 @@ class Workflow:
                 f"a step's name is a non-empty string of at most {STEP_NAME_MAX_LENGTH} "
                 f"characters, not {name!r}"
             )
-        if name in self._names:
+        if name in self._named:
             raise InvalidWorkflow(f"workflow {self.name!r} already has a step named {name!r}")
         step = Step(uuid.uuid4(), name, self)
-        self._names.add(name)
-        self._planned.append(_Planned(step, spec, tuple(dict.fromkeys(before)), when))
+        self._named[name] = step
+        unique = tuple({each.job_id: each for each in before}.values())
+        self._planned.append(_Planned(step, spec, unique, when))
         return step
 
     def enqueue(self, *, using: str | None = None) -> uuid.UUID | None:
@@ -131,24 +200,39 @@ class Workflow:
         and answer the workflow's id; None, writing nothing, when a live job
         already holds the `(kind, key)` of any step. Steps without dependencies
         are queued, the others wait. Raises `InvalidJobSpec` for an invalid
-        spec, writing nothing."""
+        spec, writing nothing.
+
+        Grown from a running step (`of`), it writes the added steps to its
+        workflow, in the step's database unless `using` says otherwise, and
+        each dependent of the running step waits for them too; an added step
+        whose dependencies all settled already is queued, or cancelled by the
+        rule, at once; with no step added it writes nothing and answers the
+        id all the same. Raises `InvalidWorkflow`, writing nothing, when the
+        attempt no longer holds its step, a name is taken in the workflow, or
+        `after` names a step that waits for the running step."""
         if self._enqueued:
             raise InvalidWorkflow(f"workflow {self.name!r} is already enqueued")
+        if not self._planned and self._running is not None:
+            self._enqueued = True
+            return self.id  # a step that found nothing to add: nothing to write
         if not self._planned:
             raise InvalidWorkflow(f"workflow {self.name!r} has no step")
         specs = [self._with_deadline(planned.spec) for planned in self._planned]
         for spec in specs:
             spec.validate()  # InvalidJobSpec before anything is written
-        store, now = for_database(using), timezone.now()
+        store, now = for_database(using or self._using), timezone.now()
         try:
             with transaction.atomic(using=store.using):
                 jobs = self._jobs(specs, now, configured_max_attempts(store.using))
-                workflow = WorkflowRow(
-                    id=self.id, name=self.name, deadline=self.deadline, created_at=now
-                )
-                if not write_workflow(
-                    store.using, workflow, jobs, self._steps(specs), self._edges()
-                ):
+                steps, edges = self._steps(specs), self._edges()
+                if self._running is not None:
+                    written = grow(store, self._running, jobs, steps, edges, now)
+                else:
+                    workflow = WorkflowRow(
+                        id=self.id, name=self.name, deadline=self.deadline, created_at=now
+                    )
+                    written = write_workflow(store.using, workflow, jobs, steps, edges)
+                if not written:
                     raise _Taken
         except _Taken:
             return None

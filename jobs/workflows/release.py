@@ -4,12 +4,13 @@ release commits if and only if the settle does: a crash leaves both or neither.
 
 The dependents of the settled jobs (one, or a pass's `Done`s together) have
 their job rows locked in id order (one lock order for every settle, so two
-never deadlock), then the edges are written, then each dependent's edges not
-done are counted, in a read that sees the latest commits
-(`jobs.store.workflows.unsettled_edges`). Two runners settling its last two
-dependencies at once are serialised on that lock, and the second sees the
-first's edge: it is released exactly once, never early. The design note
-docs/design/workflows.md argues it per database.
+never deadlock), then the edges are written, then whether any edge of each is
+still unsettled is read in a way that sees the latest commits and stops at
+the first it finds (`jobs.store.workflows.with_unsettled_edges`; PostgreSQL's
+all three in one message, `jobs.store.postgresql.workflows`). Two runners
+settling its last two dependencies at once are serialised on that lock, and
+the second sees the first's edge: it is released exactly once, never early.
+The design note docs/design/workflows.md argues it per database.
 
 - `when="done"`: released once every edge is done; cancelled, its `abandon`
   owed and paid once (`jobs.retirement.cancel`), as soon as one ended failed
@@ -83,7 +84,7 @@ def settled_many(store: Store, jobs: Sequence[tuple[uuid.UUID, str]], now: datet
     doomed |= rows.with_failed_edges(using, done_rule) if done_rule else set()
     for step_id in sorted(doomed):
         _, kind, step = locked[step_id]
-        _apply(store, step_id, kind, step, rows.edges(using, step_id), now)
+        apply(store, step_id, kind, step, rows.edges(using, step_id), now)
     due: dict[datetime, list[uuid.UUID]] = {}
     for step_id in sorted(ready - doomed):
         due.setdefault(max(now, locked[step_id][2].due_at), []).append(step_id)
@@ -111,7 +112,7 @@ def _answered(
         locked = rows.lock_step(store.using, step_id)
         if locked is not None and locked[0] == State.WAITING:
             _, kind, step = locked
-            _apply(store, step_id, kind, step, rows.edges(store.using, step_id), now)
+            apply(store, step_id, kind, step, rows.edges(store.using, step_id), now)
     if not released:
         return
     if log.enabled(logging.DEBUG):
@@ -132,11 +133,20 @@ def _released(step_id: uuid.UUID, kind: str, name: str) -> None:
     )
 
 
-#: What the rule did to a step (`_apply`); "" when it still waits.
+#: What the rule did to a step (`apply`); "" when it still waits.
 RELEASED, CANCELLED = "released", "cancelled"
 
 
-def _apply(
+def rule(when: str, outcomes: Sequence[str | None]) -> str:
+    """What the rule makes of a waiting step whose edges hold `outcomes` (None:
+    not settled): `CANCELLED`, `RELEASED`, or "" while it still waits. Pure, so
+    a growth decides a step whose dependencies all settled before it is written."""
+    if when == WHEN_DONE and any(outcome not in (None, State.DONE) for outcome in outcomes):
+        return CANCELLED
+    return "" if any(outcome is None for outcome in outcomes) else RELEASED
+
+
+def apply(
     store: Store,
     step_id: uuid.UUID,
     kind: str,
@@ -145,19 +155,25 @@ def _apply(
     now: datetime,
 ) -> str:
     """Release or cancel the locked waiting `step_id` as its `edges` say."""
-    if step.when == WHEN_DONE:
-        failed = [(dep, outcome) for dep, outcome in edges if outcome not in (None, State.DONE)]
-        if failed:
-            dep, outcome = failed[0]
-            names = rows.step_names(store.using, [dep])
-            reason = f"dependency {names.get(dep, str(dep))} ended {outcome}"
-            retirement.cancel(store, step_id, registry.get(kind), reason, now, by=BY)
-            return CANCELLED
-    if any(outcome is None for _, outcome in edges):
+    verdict = rule(step.when, [outcome for _, outcome in edges])
+    if verdict == CANCELLED:
+        dep, outcome = next((d, o) for d, o in edges if o not in (None, State.DONE))
+        names = rows.step_names(store.using, [dep])
+        reason = f"dependency {names.get(dep, str(dep))} ended {outcome}"
+        retirement.cancel(store, step_id, registry.get(kind), reason, now, by=BY)
+        return CANCELLED
+    if not verdict:
         return ""
     if not rows.release(store.using, step_id, max(now, step.due_at), now):
         return ""
-    _released(step_id, kind, step.name)
+    log.event(
+        "workflow_step_released",
+        logging.DEBUG,
+        outcome="released",
+        job_id=step_id,
+        kind=kind,
+        step=step.name,
+    )
     return RELEASED
 
 
@@ -187,7 +203,7 @@ def repair(store: Store, now: datetime) -> int:
                     rows.settle_edge(store.using, step_id, dep, state)
                 edges.append((dep, state))
             else:
-                done = _apply(store, step_id, kind, step, edges, now)
+                done = apply(store, step_id, kind, step, edges, now)
                 if done:
                     repaired += 1
                     log.event(

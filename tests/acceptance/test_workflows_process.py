@@ -1,7 +1,8 @@
 """Workflows through real `runjobs` processes: a diamond runs in order with its
-join once, on every database; and the fan-in race, where several runners
+join once, on every database; the fan-in race, where several runners
 settle a join's last dependencies at the same instant, releases each join
-exactly once and never early, on every database."""
+exactly once and never early, on every database; and a step that grows its
+workflow by 500 steps holds its dependent until all 500 ran, on every database."""
 
 from __future__ import annotations
 
@@ -91,3 +92,35 @@ def test_runners_side_by_side_release_each_of_a_hundred_joins_once_after_all_twe
         assert runs[f"{n}-join"][0] >= last, f"join {n} started after all 20 of its steps"
     pids = Counter(Execution.objects.values_list("pid", flat=True))
     assert len(pids) > 1, f"more than one runner did work: {pids}"
+
+
+def test_a_step_that_adds_five_hundred_steps_holds_its_dependent_until_all_ran_and_it_runs_once(
+    runjobs,
+):
+    """Grown at run time, through two runners side by side: the 500 added steps
+    settle in both processes, and the dependent of the step that added them is
+    released by the settle of the last of them, exactly once."""
+    flow = Workflow("grow at run time")
+    grower = flow.add(JobSpec.now("test.grow", "grower").with_payload({"count": 500}))
+    flow.add(JobSpec.now(FLOW, "join"), after=[grower])
+    assert flow.enqueue() is not None
+
+    processes = [runjobs() for _ in range(2)]
+    join = Job.objects.get(key="join")
+    assert wait_until(lambda: Job.objects.get(id=join.id).state == State.DONE, 120), (
+        "the join ran: " + processes[0].output()[-3000:]
+    )
+    for process in processes:
+        process.process.send_signal(signal.SIGTERM)
+    for process in processes:
+        assert process.wait(30) == 0, process.output()
+
+    runs = finished_runs()
+    added = [runs[f"grower-{n}"] for n in range(500)]
+    assert len(runs) == 502, "the step, its 500 steps and the join each ran exactly once"
+    assert runs["join"][0] >= max(end for _, end in added), "the join started after all 500"
+    assert Job.objects.filter(workflow_id=join.workflow_id, state=State.DONE).count() == 502
+    result = Job.objects.get(id=join.id).result
+    assert result is not None
+    saw = result["saw"]
+    assert len(saw) == 501, "the join waited for the step and for each step it added"

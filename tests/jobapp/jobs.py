@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import Done, Failed, JobHandler, Retry, register
+from jobs import Done, Failed, JobHandler, JobSpec, Retry, Workflow, register
 from jobs.models import Job
 from jobs.signals import job_finished
 from tests.jobapp.models import Abandonment, Execution
@@ -253,3 +253,35 @@ class FlowHandler(JobHandler):
 
     def abandon(self, job: Job, reason: str) -> None:
         Abandonment.objects.create(job_id=job.id, key=job.key, reason=reason, pid=os.getpid())
+
+
+@register
+class GrowHandler(JobHandler):
+    """A workflow's step that grows its workflow (`Workflow.of`): adds
+    `payload["count"]` test.flow steps keyed "<key>-<n>", then each of
+    `payload["adds"]` ({"kind", "key", "payload", "after", "when"}; `after`
+    names steps, "@current" the running one), records its execution and
+    returns its key with the results it waited for."""
+
+    kind = "test.grow"
+
+    def run(self, job: Job) -> Done:
+        execution = _record(job)
+        flow = Workflow.of(job)
+        for n in range(job.payload.get("count", 0)):
+            flow.add(JobSpec.now(FlowHandler.kind, f"{job.key}-{n}"))
+        for add in job.payload.get("adds", []):
+            spec = JobSpec.now(add.get("kind", FlowHandler.kind), add["key"])
+            after = [
+                flow.current if name == "@current" else flow.step(name)
+                for name in add.get("after", [])
+            ]
+            flow.add(
+                spec.with_payload(add.get("payload", {})),
+                after=after,
+                when=add.get("when", "done"),
+            )
+        flow.enqueue()
+        results = job.dependency_results()
+        _finish(execution)
+        return Done(result={"key": job.key, "saw": sorted(results)})

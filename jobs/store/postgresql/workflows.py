@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, transaction
 
 from jobs.models import Dependency, Job, Workflow, WorkflowStep
 from jobs.spec import strict_json
+from jobs.store import workflows as rows
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
 from jobs.store.postgresql.sql import WAKEUP_CHANNEL
 
@@ -30,7 +31,9 @@ from jobs.store.postgresql.sql import WAKEUP_CHANNEL
 CHUNK = 1_000
 
 #: A workflow's step jobs from parallel arrays, skipping any whose identity a
-#: live job holds; answers how many it inserted.
+#: live job holds; answers how many it inserted. Each row is created a
+#: microsecond after the one before it, as Django's `bulk_create` stamps each
+#: row in turn: `jobs workflow show` breaks ties in the order steps were added.
 INSERT_STEP_JOBS_SQL = """
     WITH inserted AS (
         INSERT INTO jobs_job (id, kind, "key", payload, state, attempts, max_attempts,
@@ -38,13 +41,16 @@ INSERT_STEP_JOBS_SQL = """
                               priority, created_at, updated_at, finished_at, traceparent,
                               workflow_id)
         SELECT d.id, d.kind, d.key, d.payload, d.state, 0, d.max_attempts, d.run_at,
-               d.deadline, NULL, '', d.queue, d.priority, %s, %s, NULL, d.traceparent,
+               d.deadline, NULL, '', d.queue, d.priority,
+               %s::timestamptz + d.n * interval '1 microsecond',
+               %s::timestamptz + d.n * interval '1 microsecond', NULL, d.traceparent,
                d.workflow_id
         FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::text[],
                     %s::integer[], %s::timestamptz[], %s::timestamptz[], %s::text[],
                     %s::smallint[], %s::text[], %s::uuid[])
+             WITH ORDINALITY
              AS d(id, kind, key, payload, state, max_attempts, run_at, deadline, queue,
-                  priority, traceparent, workflow_id)
+                  priority, traceparent, workflow_id, n)
         ON CONFLICT DO NOTHING
         RETURNING 1
     )
@@ -60,9 +66,11 @@ INSERT_STEPS_SQL = """
     SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::timestamptz[])
 """
 
+#: An edge's outcome is written when its dependency settled before it (a
+#: growth after a settled step).
 INSERT_EDGES_SQL = """
-    INSERT INTO jobs_dependency (step_id, depends_on_id)
-    SELECT * FROM unnest(%s::uuid[], %s::uuid[])
+    INSERT INTO jobs_dependency (step_id, depends_on_id, outcome)
+    SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[])
 """
 
 
@@ -78,11 +86,12 @@ def _instants(values: Sequence[datetime | None]) -> str:
     )
 
 
-def _job_params(jobs: Sequence[Job]) -> list[Any]:
+def _job_params(jobs: Sequence[Job], first: int) -> list[Any]:
+    """`INSERT_STEP_JOBS_SQL`'s parameters for `jobs`, the `first`th row on."""
     traceparents = [job.traceparent for job in jobs]
     return [
-        jobs[0].created_at,
-        jobs[0].updated_at,
+        jobs[0].created_at + timedelta(microseconds=first - 1),
+        jobs[0].updated_at + timedelta(microseconds=first - 1),
         plain_array_literal(job.id.hex for job in jobs),
         array_literal(job.kind for job in jobs),
         array_literal(job.key for job in jobs),
@@ -114,6 +123,7 @@ def _edge_params(edges: Sequence[Dependency]) -> list[Any]:
     return [
         plain_array_literal(edge.step_id.hex for edge in edges),
         plain_array_literal(edge.depends_on_id.hex for edge in edges),
+        plain_array_literal(edge.outcome for edge in edges),
     ]
 
 
@@ -130,7 +140,7 @@ def write_workflow(
     connection = connections[using]
     statements: list[tuple[str, list[Any]]] = []
     for n in range(0, len(jobs), CHUNK):
-        statements.append((INSERT_STEP_JOBS_SQL, _job_params(jobs[n : n + CHUNK])))
+        statements.append((INSERT_STEP_JOBS_SQL, _job_params(jobs[n : n + CHUNK], n)))
     counted = len(statements)
     if workflow is not None:
         row = [workflow.id, workflow.name, workflow.deadline, workflow.created_at]
@@ -250,3 +260,7 @@ def settle_dependents(
     released = sorted((step_id, kind) for step_id, kind, was_released in rows if was_released)
     doomed = sorted(step_id for step_id, _, was_released in rows if was_released is False)
     return released, doomed
+
+
+rows.WRITES["postgresql"] = write_workflow
+rows.SETTLES["postgresql"] = settle_dependents

@@ -320,6 +320,7 @@ SHOWN_AS = {
     "claimed_by": "claimed_by_holder",
     "kind": "kind_shown",
     "key": "whole_key",
+    "workflow_id": "workflow_link",
 }
 
 
@@ -464,7 +465,8 @@ def test_cancel_retires_queued_jobs_and_abandons_each_once_naming_the_user(
         again = act(admin_client, "cancel", queued, post="yes")
     assert Abandonment.objects.count() == 1, "cancelling again does not abandon again"
     assert messages_of(again) == [
-        "Cancel: skipped 1 job, nothing written for it: cancelled, not queued or running (1)."
+        "Cancel: skipped 1 job, nothing written for it: "
+        "cancelled, not waiting, queued or running (1)."
     ]
 
 

@@ -105,7 +105,7 @@ def test_only_the_confirmed_post_cancels(admin_client, django_capture_on_commit_
     assert list(Abandonment.objects.values_list("key", flat=True)) == ["q-1"]
     assert messages_of(response) == [
         "Cancel: 1 job cancelled.",
-        "Cancel: skipped 1 job, nothing written for it: done, not queued or running (1).",
+        "Cancel: skipped 1 job, nothing written for it: done, not waiting, queued or running (1).",
     ]
 
 

@@ -246,7 +246,7 @@ def test_cancel_records_who_cancelled_when_told_with_by():
 
     status, output = jobs("cancel", str(job.id), str(done.id), "--by", "alice")
 
-    assert (status, output) == (1, "1 touched; skipped 1 (done, not queued or running)\n")
+    assert (status, output) == (1, "1 touched; skipped 1 (done, not waiting, queued or running)\n")
     job.refresh_from_db()
     assert job.last_error == "cancelled by alice"
 

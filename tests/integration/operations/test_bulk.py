@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from freezegun import freeze_time
 
-from jobs import bulk, dead_letters, history, retirement
+from jobs import JobSpec, Workflow, bulk, dead_letters, history, retirement
 from jobs.bulk import CANCEL, RETRY, RUN_NOW, Filter, Selection
 from jobs.models import Job, State
 from jobs.store import batches, for_database
@@ -266,6 +266,34 @@ def test_a_bulk_cancel_retires_queued_and_running_jobs_each_abandon_once_after_i
         {"q0": 1, "q1": 1, "q2": 1, "q3": 1, "r": 1}
     ), "each handler's abandon ran once"
     assert Job.objects.get(id=running.id).last_error == "cancelled by alice"
+
+
+def test_a_bulk_cancel_by_filter_cancels_waiting_steps_and_their_workflows_rule_follows(
+    django_capture_on_commit_callbacks,
+):
+    """A waiting step is cancelled by a filter as a queued job is (abandon once),
+    whichever of a batch's steps comes first: a dependent the cancel of its
+    dependency released is still cancelled by the filter that matched it."""
+    flow = Workflow("bulk")
+    first = flow.add(JobSpec.now("test.flow", "first"))
+    second = flow.add(JobSpec.now("test.flow", "second"), after=[first])
+    flow.add(JobSpec.now("test.flow", "report"), after=[second], when="settled")
+    assert flow.enqueue() is not None
+    chosen = selection(kinds=("test.flow",), states=(State.WAITING,))
+    counted = bulk.count(chosen, CANCEL)
+    assert counted.acting == 2, "both waiting steps are counted as cancelled"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = bulk.act(chosen, counted, by="alice")
+
+    found = dict(Job.objects.filter(kind="test.flow").values_list("key", "state"))
+    assert found["first"] == State.QUEUED, "a step the filter left alone"
+    assert found["second"] == State.CANCELLED
+    assert found["report"] == State.CANCELLED
+    assert outcome.touched == 2
+    assert Counter(Abandonment.objects.values_list("key", flat=True)) == Counter(
+        {"second": 1, "report": 1}
+    ), "abandon once each"
 
 
 # -- dead letters ----------------------------------------------------------------

@@ -234,7 +234,7 @@ def test_cancel_calls_abandon_exactly_once_even_when_called_twice(
     )
     assert first.touched == 1
     assert second.touched == 0
-    assert second.skipped == Counter({"cancelled, not queued or running": 1})
+    assert second.skipped == Counter({"cancelled, not waiting, queued or running": 1})
     assert reload(queued).last_error == "cancelled by alice", "the second cancel wrote nothing"
 
 
@@ -246,7 +246,11 @@ def test_cancel_skips_settled_and_missing_jobs_saying_why(
     with django_capture_on_commit_callbacks(execute=True):
         report = cancel([done.id, failed.id, MISSING], by="alice", registry=registry)
     assert report.skipped == Counter(
-        {"done, not queued or running": 1, "failed, not queued or running": 1, "no such job": 1}
+        {
+            "done, not waiting, queued or running": 1,
+            "failed, not waiting, queued or running": 1,
+            "no such job": 1,
+        }
     )
     assert recorder.abandoned == [], "a job already retired was told already"
 
