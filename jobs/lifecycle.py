@@ -12,7 +12,10 @@ registered hook at each moment, and never name one:
   failed, cancelled), so what a hook writes there commits if and only if the
   settle does. Retirements and cancels call it for every job; a `Done` only
   for the jobs a hook answered for in `before_run` (the others settle in the
-  pass's batch, whose statement is also its claim).
+  pass's batch, whose statement is also its claim). Those `Done`s are
+  settled together, each pass's in one transaction before its claim, and
+  told to each hook at once (`after_settle_many`, which a hook may answer
+  in a few statements for the lot).
 - `at_start`: once per recovering runner, after every handler's `recover`;
   `config_changed`: when a runner finds the live config changed.
 - `upkeep`: every `upkeep_seconds` between a recovering runner's passes.
@@ -23,7 +26,7 @@ A hook that recognises nothing costs each attempt one call per hook.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -44,8 +47,9 @@ class Verdict:
     """A hook's answer for a job it recognises, before the job's handler runs.
 
     With `skip`, the row is moved unrun by it instead of run; without, the job
-    runs, and its `Done` is settled on its own with `after_settle` in the
-    settle's transaction. `reason` says why, for the hook's own log."""
+    runs, and its `Done` is settled with the other such `Done`s of the pass,
+    with `after_settle_many` in that settle's transaction. `reason` says
+    why, for the hook's own log."""
 
     skip: Skip | None = None
     reason: str = ""
@@ -61,8 +65,8 @@ class Hook:
 
     #: A column of `Job` that marks the jobs this hook follows when it is not
     #: NULL (and that a claim reads back): each runs as any job, and its
-    #: `Done` is settled on its own with `after_settle`, as if `before_run`
-    #: had answered `Verdict()`, which is then never called. Cheaper than a
+    #: `Done` is settled with `after_settle_many`, as if `before_run` had
+    #: answered `Verdict()`, which is then never called. Cheaper than a
     #: call for every job: a plain job costs the runner one attribute read.
     marks: str | None = None
 
@@ -81,6 +85,15 @@ class Hook:
         """`job` has just been settled for good as `state` at `now`, in the
         caller's transaction. `started`: when its last attempt began, or None
         if it never ran (cancelled while queued)."""
+
+    def after_settle_many(
+        self, store: Store, jobs: Sequence[Job], now: datetime, state: str
+    ) -> None:
+        """`jobs` (the `Done`s of one pass, in id order) have just been settled
+        for good as `state` at `now`, together, in the caller's transaction.
+        Each in turn through `after_settle` unless a hook does better."""
+        for job in jobs:
+            self.after_settle(store, job, now, state, job.started_at)
 
     def at_start(self, registry: Registry, settings: JobsSettings, using: str) -> None:
         """A recovering runner starts: bring this feature's rows up to date."""
@@ -132,6 +145,13 @@ def after_settle(
     """Tell every hook that `job` was settled for good (see `Hook.after_settle`)."""
     for hook in HOOKS:
         hook.after_settle(store, job, now, state, started)
+
+
+def after_settle_many(store: Store, jobs: Sequence[Job], now: datetime, state: str) -> None:
+    """Tell every hook that `jobs` were settled for good together (see
+    `Hook.after_settle_many`)."""
+    for hook in HOOKS:
+        hook.after_settle_many(store, jobs, now, state)
 
 
 def at_start(registry: Registry, settings: JobsSettings, using: str) -> None:

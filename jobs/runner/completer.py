@@ -10,8 +10,9 @@ settles each in one of two ways:
   (`Store.settle_and_claim`): at a few thousand jobs a second, one commit per
   job would be the runner's largest cost. `done_batch` gives the producer the
   batch and `settle_done` settles it: the one entry every `Done` goes
-  through, the pass's batch, a hooked job's `Done` settled alone, and
-  whatever still waits when the runner stops (`settle_batch`). A batch whose
+  through, the pass's batch, the hooked jobs' `Done`s (a pass's together,
+  before its claim: `settle_hooked`), and whatever still waits when the
+  runner stops (`settle_batch`). A batch whose
   statement fails is settled row by row, so one row the database refuses
   costs only its own attempt (`jobs.runner.done_batch`).
 - Anything else is settled at once by a fenced single-row settle on the
@@ -36,7 +37,6 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 
@@ -70,6 +70,9 @@ class Completer:
         #: Attempts that ended `Done` with their results, waiting for the
         #: next pass (`batches`' own queue, named here for the hot path).
         self._done = self.batches.done
+        #: Those a lifecycle hook recognised, settled together before the
+        #: pass's claim (`settle_hooked`).
+        self._hooked = self.batches.hooked
 
     # -- from the executor, on a worker thread -----------------------------------
 
@@ -88,26 +91,15 @@ class Completer:
             return
         if isinstance(outcome, Done):
             if attempt.verdict is not None:
-                self._done_alone(attempt, outcome.result)
-                return
-            self._done.append((attempt, outcome.result))
+                self._hooked.append((attempt, outcome.result))
+            else:
+                self._done.append((attempt, outcome.result))
             self.slots.stopped(attempt)
             return
         try:
             self._guarded(self.settle, attempt, outcome, self.clock())
         finally:
             self.let_go(attempt)
-
-    def _done_alone(self, attempt: Attempt, result: Any) -> None:
-        """A job a lifecycle hook recognised ended `Done`: settled on its own,
-        with the hooks' `after_settle` in the same transaction (such jobs are
-        few, so the batch's saving is not worth a second path through it)."""
-        try:
-            self.settle_done(
-                DoneBatch([attempt], [(attempt.job, result)], hooked=True), self.clock()
-            )
-        finally:
-            self.slots.stopped(attempt)
 
     def skipped(self, attempt: Attempt, skip: lifecycle.Skip) -> None:
         """A lifecycle hook ruled that `attempt` must not run: `skip` moves its
@@ -224,13 +216,23 @@ class Completer:
         says how a failure is met)."""
         return self.batches.settle(batch, now, claim)
 
+    def settle_hooked(self, now: datetime) -> None:
+        """Settle the `Done` attempts of jobs a lifecycle hook recognised, waiting
+        since the last pass, together in one transaction with the hooks'
+        `after_settle_many` (a workflow's releases): a pass's worth at the cost
+        of one, where each alone cost a transaction of its own. Before the
+        pass's claim, so the steps they release are claimed in it."""
+        if self._hooked:
+            self.settle_done(self.batches.take_hooked(), now)
+
     def settle_batch(self, now: datetime) -> None:
         """Settle the `Done` attempts still waiting: for a runner that has stopped claiming."""
+        self.settle_hooked(now)
         self.settle_done(self.batches.take(), now)
 
     def waiting(self) -> int:
         """How many `Done` attempts wait for a settle."""
-        return len(self._done)
+        return len(self._done) + len(self._hooked)
 
     # -- the fenced single settles -----------------------------------------------
 

@@ -3,9 +3,10 @@
 A batch is what one settle takes from the completer (`Completer.done_batch`):
 the attempts and the rows written for them, in one statement and one commit.
 Every batch goes through one entry, `DoneSettles.settle`, whoever settles it:
-the producer's pass (with its claim in the same commit), an attempt a
-lifecycle hook recognised (alone, its hooks writing in the same transaction),
-and a runner that has stopped claiming. Handlers that listen
+the producer's pass (with its claim in the same commit), the attempts a
+lifecycle hook recognised (a pass's together, before its claim, their hooks
+writing in the same transaction: `hooked`), and a runner that has stopped
+claiming. Handlers that listen
 (`JobHandler.completed`) are told after that commit, one by one, for the rows
 the batch won.
 
@@ -112,6 +113,10 @@ class DoneSettles:
         #: next pass to settle them together: one statement and one commit for
         #: the batch, not one each. Appended by workers, taken by the loop.
         self.done: collections.deque[tuple[Attempt, Any]] = collections.deque()
+        #: The same for attempts a lifecycle hook recognised (`Attempt.verdict`):
+        #: settled together before the pass's claim, their hooks told in the
+        #: settle's transaction (`take_hooked`).
+        self.hooked: collections.deque[tuple[Attempt, Any]] = collections.deque()
 
     def take(self) -> DoneBatch:
         """Take the `Done` attempts waiting, for the producer's settle-and-claim.
@@ -121,6 +126,19 @@ class DoneSettles:
         done = self.done
         while done:
             attempt, result = done.popleft()
+            batch.attempts.append(attempt)
+            batch.rows.append((attempt.job, result))
+        return batch
+
+    def take_hooked(self) -> DoneBatch:
+        """Take the hooked `Done` attempts waiting, in id order: the order their
+        settle locks their rows in, as the hooks lock what they touch."""
+        batch = DoneBatch(hooked=True)
+        hooked = self.hooked
+        waiting = []
+        while hooked:
+            waiting.append(hooked.popleft())
+        for attempt, result in sorted(waiting, key=lambda pair: pair[0].job.id):
             batch.attempts.append(attempt)
             batch.rows.append((attempt.job, result))
         return batch
@@ -192,15 +210,15 @@ class DoneSettles:
         self, batch: DoneBatch, rows: Sequence[tuple[Job, Any]], now: datetime
     ) -> set[uuid.UUID]:
         """Write `rows` of `batch` as settled at `now`: one `complete_many`, with
-        the hooks' `after_settle` for each row won in the same transaction when
-        the batch is `hooked`. Returns the ids won."""
+        the hooks' `after_settle_many` for the rows won in the same transaction
+        when the batch is `hooked`. Returns the ids won."""
         if not batch.hooked:
             return self.store.complete_many(rows, now)
         with transaction.atomic(using=self.store.using):
             won = self.store.complete_many(rows, now)
-            for job, _ in rows:
-                if job.id in won:
-                    lifecycle.after_settle(self.store, job, now, State.DONE, job.started_at)
+            settled = [job for job, _ in rows if job.id in won]
+            if settled:
+                lifecycle.after_settle_many(self.store, settled, now, State.DONE)
         return won
 
     def settle_alone(self, batch: DoneBatch, error: Exception, now: datetime) -> set[uuid.UUID]:

@@ -101,6 +101,7 @@ class Runner:
             self.presence.name, self.slots, self.queues, self.queue_caps, self.handler_limits
         )
         self.completer = Completer(self.store, self.slots, self.clock)
+        self._hooked = self.completer.batches.hooked  # checked each pass: no call when empty
         self.executor = Executor(self.registry, self.completer, self.clock)
         self.pool: WorkerPool[Attempt] = WorkerPool(self.executor.execute, name="jobs-worker")
         self.watch = Watch(self.store, self.slots, self.completer)
@@ -312,6 +313,8 @@ class Runner:
         settings = self._refresh()
         reaped = self.watch.reap(now)
         self.slots.gather()
+        if self._hooked:
+            self.completer.settle_hooked(now)
         batch = self.completer.done_batch()
         running = self.slots.taken() - len(batch)
         share = self.slots.share(settings)

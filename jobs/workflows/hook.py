@@ -3,9 +3,9 @@ job's life meets its workflow, so the runner never knows workflows exist.
 
 A step is told apart by its `workflow_id`, a column the claim reads back and
 the hook `marks`: a plain job (NULL) costs each attempt one attribute read
-and no statement. A step's `Done` is settled on its own with `after_settle`
-in the settle's transaction; there, and in every
-retirement's, the steps waiting for it are moved on (`release.settled`).
+and no statement. A pass's step `Done`s are settled together, with
+`after_settle_many` in that settle's transaction; there, and in every
+retirement's, the steps waiting for them are moved on (`release.settled_many`).
 A recovering runner's start, and every `REPAIR_SECONDS` after, repairs a
 waiting step whose dependencies all settled without moving it on.
 """
@@ -13,6 +13,7 @@ waiting step whose dependencies all settled without moving it on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import DatabaseError, InterfaceError
@@ -40,6 +41,13 @@ class WorkflowHook(lifecycle.Hook):
     ) -> None:
         if job.workflow_id is not None:
             release.settled(store, job.id, state, now)
+
+    def after_settle_many(
+        self, store: Store, jobs: Sequence[Job], now: datetime, state: str
+    ) -> None:
+        steps = [(job.id, state) for job in jobs if job.workflow_id is not None]
+        if steps:
+            release.settled_many(store, steps, now)
 
     @property
     def upkeep_seconds(self) -> float:  # type: ignore[override]

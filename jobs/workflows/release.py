@@ -2,13 +2,15 @@
 each final settle of a step it waits for (`jobs.workflows.hook`), so the
 release commits if and only if the settle does: a crash leaves both or neither.
 
-For each dependent of the settled job, in id order (one lock order for every
-settle, so two never deadlock): its job row is locked, the edge written, and
-whether any edge is still unsettled read with a locking read
-(`jobs.store.workflows`), which stops at the first it finds. Two
-runners settling its last two dependencies at once are serialised on that
-lock, and the second sees the first's edge: it is released exactly once, never
-early. The design note docs/design/workflows.md argues it per database.
+The dependents of the settled jobs (one, or a pass's `Done`s together) have
+their job rows locked in id order (one lock order for every settle, so two
+never deadlock), then the edges are written, then whether any edge of each is
+still unsettled is read in a way that sees the latest commits and stops at
+the first it finds (`jobs.store.workflows.with_unsettled_edges`; PostgreSQL's
+all three in one message, `jobs.store.postgresql.workflows`). Two runners
+settling its last two dependencies at once are serialised on that lock, and
+the second sees the first's edge: it is released exactly once, never early.
+The design note docs/design/workflows.md argues it per database.
 
 - `when="done"`: released once every edge is done; cancelled, its `abandon`
   owed and paid once (`jobs.retirement.cancel`), as soon as one ended failed
@@ -41,31 +43,94 @@ BY = "workflow"
 def settled(store: Store, job_id: uuid.UUID, state: str, now: datetime) -> None:
     """The step `job_id` settled for good as `state`: apply the rule to each
     step waiting for it, inside the caller's transaction."""
-    released = False
-    for step_id in rows.dependents(store.using, job_id):
-        released |= _follow(store, step_id, job_id, state, now)
-    if released:
-        wake_runners(store.using)
+    settled_many(store, [(job_id, state)], now)
 
 
-def _follow(
-    store: Store, step_id: uuid.UUID, depends_on: uuid.UUID, state: str, now: datetime
-) -> bool:
-    """Apply the rule to `step_id`, one of whose dependencies settled; whether it was released.
+def settled_many(store: Store, jobs: Sequence[tuple[uuid.UUID, str]], now: datetime) -> None:
+    """The steps `jobs` (id, state) settled for good, together (a pass's
+    `Done`s, or one retirement): apply the rule to every step waiting for any
+    of them, inside the caller's transaction, in a few statements for the
+    lot whatever their number. The waiting steps' rows are locked first, in
+    id order, then the edges written, then read."""
+    using = store.using
+    answered = rows.settle_dependents(using, jobs, now)
+    if answered is not None:
+        _answered(store, *answered, now)
+        return
+    pairs = rows.dependents_of(using, [job_id for job_id, _ in jobs])
+    if not pairs:
+        return
+    locked = rows.lock_steps(using, sorted({step_id for step_id, _ in pairs}))
+    outcomes: dict[uuid.UUID, str] = dict(jobs)
+    by_state: dict[str, list[uuid.UUID]] = {}
+    for job_id, state in jobs:
+        by_state.setdefault(state, []).append(job_id)
+    for state, ids in by_state.items():
+        rows.settle_edges(using, ids, state)
+    # Not waiting: gone, cancelled by an operator, or released by a repair.
+    waiting = [step_id for step_id in locked if locked[step_id][0] == State.WAITING]
+    # A "done" step one of these ended other than done for is cancelled now.
+    doomed = {
+        step_id
+        for step_id, depends_on in pairs
+        if outcomes[depends_on] != State.DONE and step_id in waiting
+        if locked[step_id][2].when == WHEN_DONE
+    }
+    waiting = [step_id for step_id in waiting if step_id not in doomed]
+    ready = set(waiting) - rows.with_unsettled_edges(using, waiting) if waiting else set()
+    # Every edge of `ready` has settled: a "done" one with an edge failed
+    # earlier (rows edited by hand) goes the long way too.
+    done_rule = [step_id for step_id in ready if locked[step_id][2].when == WHEN_DONE]
+    doomed |= rows.with_failed_edges(using, done_rule) if done_rule else set()
+    for step_id in sorted(doomed):
+        _, kind, step = locked[step_id]
+        apply(store, step_id, kind, step, rows.edges(using, step_id), now)
+    due: dict[datetime, list[uuid.UUID]] = {}
+    for step_id in sorted(ready - doomed):
+        due.setdefault(max(now, locked[step_id][2].due_at), []).append(step_id)
+    if not due:
+        return
+    for run_at, ids in due.items():
+        rows.release_many(using, ids, run_at, now)
+    if log.enabled(logging.DEBUG):
+        for ids in due.values():
+            for step_id in ids:
+                _, kind, step = locked[step_id]
+                _released(step_id, kind, step.name)
+    wake_runners(using)
 
-    Only this edge's outcome and whether another edge is unsettled are read:
-    a waiting step has no edge that failed it (that edge's own settle, the
-    growth that wrote it or a repair cancelled it then), so the rest are done,
-    or settled for a `when="settled"` step."""
-    locked = rows.lock_step(store.using, step_id)
-    rows.settle_edge(store.using, step_id, depends_on, state)
-    if locked is None or locked[0] != State.WAITING:
-        return False  # gone, cancelled by an operator, or released by a repair
-    _, kind, step = locked
-    fails = step.when == WHEN_DONE and state != State.DONE
-    if not fails and rows.waits(store.using, step_id):
-        return False
-    return apply(store, step_id, kind, step, [(depends_on, state)], now) == RELEASED
+
+def _answered(
+    store: Store,
+    released: Sequence[tuple[uuid.UUID, str]],
+    doomed: Sequence[uuid.UUID],
+    now: datetime,
+) -> None:
+    """The rest of the rule where the store applied it (`rows.settle_dependents`):
+    cancel the steps it found doomed, log the releases, wake the runners."""
+    for step_id in doomed:
+        locked = rows.lock_step(store.using, step_id)
+        if locked is not None and locked[0] == State.WAITING:
+            _, kind, step = locked
+            apply(store, step_id, kind, step, rows.edges(store.using, step_id), now)
+    if not released:
+        return
+    if log.enabled(logging.DEBUG):
+        names = rows.step_names(store.using, [step_id for step_id, _ in released])
+        for step_id, kind in released:
+            _released(step_id, kind, names.get(step_id, ""))
+    wake_runners(store.using, notified=True)  # by the store's statement
+
+
+def _released(step_id: uuid.UUID, kind: str, name: str) -> None:
+    log.event(
+        "workflow_step_released",
+        logging.DEBUG,
+        outcome="released",
+        job_id=step_id,
+        kind=kind,
+        step=name,
+    )
 
 
 #: What the rule did to a step (`apply`); "" when it still waits.

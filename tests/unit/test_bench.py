@@ -247,6 +247,14 @@ def test_the_dashboard_part_runs_only_when_named_since_it_writes_10_million_rows
     assert parser().parse_args([]).dashboard_settled == 10_000_000, "issue 36's size"
 
 
+def test_the_workflows_part_runs_only_when_named_since_it_answers_issue_37s_goals():
+    assert "workflows" in CHOICES
+    assert "workflows" not in PARTS, "a plain `benchjobs` does not queue workflows"
+    options = parser().parse_args(["--part", "workflows", "--workflow-width", "100"])
+    assert (options.workflow_width, options.small_workflows) == (100, 1_000)
+    assert parser().parse_args([]).workflow_width == 10_000, "issue 37's size"
+
+
 def test_benchjobs_refuses_a_budget_check_without_the_instructions_part():
     with pytest.raises(CommandError, match="--part instructions"):
         call_command("benchjobs", "--part", "drain", "--check")

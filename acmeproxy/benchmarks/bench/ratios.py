@@ -26,6 +26,8 @@ RATIOS = (
     ("enqueue, payload / raw INSERT+commit loop", "enqueue.as_met", "raw.enqueue"),
     ("enqueue with DEBUG=True / DEBUG=False", "enqueue.debug", "enqueue.as_met"),
     ("enqueue_many, payload / raw statement alone", "enqueue_many.as_met", "raw.enqueue_many"),
+    ("workflow 1 → N → 1 drain / plain drain", "workflows.wide_drain", "workflows.plain_drain"),
+    ("small workflows' drain / plain drain", "workflows.small_drain", "workflows.plain_drain"),
     ("favourable: burst drain, default / raw batch loop", "drain.burst", "ceiling.batch"),
     ("favourable: burst drain, tuned / raw batch loop", "drain.burst_tuned", "ceiling.batch"),
     ("favourable: burst drain, 2 lanes / raw batch loop", "drain.burst_lanes", "ceiling.batch"),
@@ -88,6 +90,43 @@ def _latency(found: dict[str, Result], key: str, name: str, vendor: str) -> list
     ]
 
 
+#: Issue 37's goals: a workflow's steps drain at this share of the plain
+#: drain's rate at least, and PostgreSQL enqueues 10,000 steps at this rate.
+WORKFLOW_DRAIN_SHARE = 0.70
+WORKFLOW_ENQUEUE_RATE = 20_000
+
+
+def workflow_checks(found: dict[str, Result], vendor: str) -> list[Check]:
+    """Issue 37's goals, when the workflows part ran (the enqueue rate is
+    PostgreSQL's goal, judged only there)."""
+    if not any(key.startswith("workflows.") for key in found):
+        return []
+    listed = [
+        _at_least(
+            "issue 37: workflow 1 → N → 1 drain vs plain",
+            ratio(found, "workflows.wide_drain", "workflows.plain_drain"),
+            WORKFLOW_DRAIN_SHARE,
+        ),
+        _at_least(
+            "issue 37: small workflows' drain vs plain",
+            ratio(found, "workflows.small_drain", "workflows.plain_drain"),
+            WORKFLOW_DRAIN_SHARE,
+        ),
+    ]
+    if vendor == "postgresql":
+        enqueue = found.get("workflows.wide_enqueue")
+        rate = enqueue.rate if enqueue is not None else None
+        listed.append(
+            Check(
+                "issue 37: Workflow.enqueue of 1 → N → 1",
+                f">= {WORKFLOW_ENQUEUE_RATE:,}/s",
+                None if rate is None else f"{rate:,.0f}/s",
+                None if rate is None else rate >= WORKFLOW_ENQUEUE_RATE,
+            )
+        )
+    return listed
+
+
 def checks(results: Iterable[Result], vendor: str) -> list[Check]:
     """Issue 24's targets that one run can judge (not "no figure regresses",
     which needs a run from before). Latency targets are PostgreSQL's and
@@ -121,4 +160,4 @@ def checks(results: Iterable[Result], vendor: str) -> list[Check]:
     if vendor in ("postgresql", "sqlite"):
         listed += _latency(found, "latency.as_met", "start latency", vendor)
         listed += _latency(found, "latency.after_sweep", "after drain and sweep", vendor)
-    return listed
+    return listed + workflow_checks(found, vendor)

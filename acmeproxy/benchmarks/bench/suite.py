@@ -29,6 +29,7 @@ from acmeproxy.benchmarks.bench import (
     load,
     routing,
     scale,
+    workflows,
 )
 from acmeproxy.benchmarks.bench.budget import Verdict
 from acmeproxy.benchmarks.bench.measure import Check, Result, median_of, report_lines
@@ -50,8 +51,9 @@ PARTS = (
 #: Parts that run only when named: `instructions` needs valgrind and counts
 #: for minutes, and answers a different question (has the cost crept?);
 #: `bulk` answers issue 36's rule for operators' bulk actions, not the runner's;
-#: `dashboard` writes 10 million rows first.
-ON_REQUEST = ("instructions", "bulk", "dashboard")
+#: `dashboard` writes 10 million rows first; `workflows` answers issue 37's
+#: goals, not the queue's.
+ON_REQUEST = ("instructions", "bulk", "dashboard", "workflows")
 #: Every name `--part` accepts.
 CHOICES = (*PARTS, *ON_REQUEST)
 
@@ -71,7 +73,7 @@ class Sizes:
     samples: int = 200
     #: `pgbench -i -s`: 10 is a million accounts rows.
     pgbench_scale: int = 10
-    #: Runs of the drain, debug, enqueue and instructions parts; the median run is shown.
+    #: Runs of the drain, debug, enqueue, workflows and instructions parts; the median is shown.
     repeat: int = 1
     #: Jobs each instructions measure divides by: the budget's fixed workload.
     instruction_jobs: int = 2_000
@@ -79,6 +81,11 @@ class Sizes:
     bulk_rows: int = 100_000
     #: Settled rows beside the dashboard (issue 36's 10 million).
     dashboard_settled: int = 10_000_000
+    #: The middle of the wide workflow, 1 → this → 1 (issue 37's 10,000).
+    workflow_width: int = 10_000
+    #: How many small workflows, each 1 → `small_workflow_width` → 1.
+    small_workflows: int = 1_000
+    small_workflow_width: int = 8
 
 
 @dataclass
@@ -170,6 +177,14 @@ def run(parts: Sequence[str], sizes: Sizes, progress: Callable[[str], None] = pr
     if "dashboard" in parts:
         progress("dashboard")
         results.append(dashboard.answer_time(sizes.dashboard_settled))
+    if "workflows" in parts:
+        progress("workflows")
+        results += median_of(
+            sizes.repeat,
+            lambda: workflows.measured(
+                sizes.workflow_width, sizes.small_workflows, sizes.small_workflow_width
+            ),
+        )
     verdicts: list[Verdict] = []
     if "instructions" in parts:
         progress("instructions (callgrind)")

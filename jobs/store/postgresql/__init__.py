@@ -9,7 +9,8 @@ runner wakes (`jobs.notifier.postgresql` listens); the claim still gives
 each row to one of them.
 
 The verbs are here; their statements in `.sql`, and how those are sent
-(server-bound, prepared) in `.driver`; the wake-up channel's in `.channel`.
+(server-bound, prepared) in `.driver`; the wake-up channel's in `.channel`;
+workflows' write and release in `.workflows`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from jobs.store.base import (
 )
 from jobs.store.orm import OrmStore
 from jobs.store.postgresql import channel, driver, preparing, sql
+from jobs.store.postgresql import workflows as _workflows  # noqa: F401  (registers its own)
 from jobs.store.postgresql.driver import array_literal, plain_array_literal
 from jobs.store.rows import Claim, claim_from_row, in_claim_order, lease_ends, loaded_datetime
 

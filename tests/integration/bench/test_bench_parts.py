@@ -206,3 +206,35 @@ def test_the_dashboard_part_times_the_page_on_postgresql_and_keeps_only_its_hist
     assert kept.count() == 300, "the history is kept for a rerun"
     assert not kept.filter(live=True).exists(), "the backlog is deleted"
     kept.delete()
+
+
+def test_the_workflows_part_measures_enqueue_and_drain_beside_the_plain_drain_leaving_no_row():
+    """`benchjobs --part workflows`, run only when named: issue 37's figures,
+    its goals judged against the plain drain of the same run, and none of the
+    workflows', steps' or edges' rows left behind."""
+    from dataclasses import replace
+
+    from jobs.models import Dependency, Workflow, WorkflowStep
+
+    sizes = replace(TINY, workflow_width=12, small_workflows=3, small_workflow_width=2)
+    report = run(["workflows"], sizes, progress=lambda _: None)
+
+    found = {r.key: r for r in report.results}
+    assert set(found) == {
+        "workflows.plain_drain",
+        "workflows.wide_enqueue",
+        "workflows.wide_drain",
+        "workflows.small_enqueue",
+        "workflows.small_drain",
+    }
+    assert found["workflows.wide_drain"].numbers["steps"] == 14
+    assert found["workflows.small_drain"].numbers["steps"] == 12
+    for result in found.values():
+        assert result.rate, f"{result.key}: {result.numbers}"
+    judged = {check.name: check for check in report.checks if check.name.startswith("issue 37")}
+    assert len(judged) == (3 if connection.vendor == "postgresql" else 2)
+    assert all(check.met is not None for check in judged.values()), "each goal is judged"
+    assert_no_bench_rows_left()
+    assert not Workflow.objects.exists(), "the workflows are deleted"
+    assert not WorkflowStep.objects.exists()
+    assert not Dependency.objects.exists()

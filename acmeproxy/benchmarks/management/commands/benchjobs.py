@@ -39,7 +39,7 @@ class Command(BaseCommand):
             action="append",
             help=(
                 f"Run only this part (repeatable): {', '.join(CHOICES)}. Default: all "
-                f"but {', '.join(ON_REQUEST)}, which runs only when named."
+                f"but {', '.join(ON_REQUEST)}, which run only when named."
             ),
         )
         parser.add_argument(
@@ -83,7 +83,7 @@ class Command(BaseCommand):
             type=_at_least_one,
             default=defaults.repeat,
             help=(
-                "Runs of the drain, debug, enqueue and instructions parts; "
+                "Runs of the drain, debug, enqueue, workflows and instructions parts; "
                 "the median run is shown (1)."
             ),
         )
@@ -92,6 +92,21 @@ class Command(BaseCommand):
             type=_at_least_one,
             default=defaults.bulk_rows,
             help=f"Failed jobs the bulk part retries and redrives ({defaults.bulk_rows:,}).",
+        )
+        parser.add_argument(
+            "--workflow-width",
+            type=_at_least_one,
+            default=defaults.workflow_width,
+            help=f"The middle of the wide workflow, 1 → N → 1 ({defaults.workflow_width:,}).",
+        )
+        parser.add_argument(
+            "--small-workflows",
+            type=_at_least_one,
+            default=defaults.small_workflows,
+            help=(
+                f"Workflows of 1 → {defaults.small_workflow_width} → 1 in the workflows part "
+                f"({defaults.small_workflows:,})."
+            ),
         )
         parser.add_argument(
             "--check",
@@ -134,6 +149,8 @@ class Command(BaseCommand):
             pgbench_scale=options["pgbench_scale"],
             repeat=options["repeat"],
             bulk_rows=options["bulk_rows"],
+            workflow_width=options["workflow_width"],
+            small_workflows=options["small_workflows"],
         )
         report = run(parts, sizes, progress=lambda part: self.stderr.write(f"measuring {part}..."))
         if options["json"]:
