@@ -30,6 +30,7 @@ NOTHING = "—"
 #: spelt out rather than imported so that this module stays a leaf.
 QUEUED = "queued"
 RUNNING = "running"
+WAITING = "waiting"
 
 #: Units from the largest down: seconds in one, the shell's name, the glance's name.
 UNITS = ((86400, "d", "d"), (3600, "h", "h"), (60, "m", "min"), (1, "s", "s"))
@@ -192,8 +193,9 @@ def next_run(job: Scheduled, now: datetime, *, glance: bool = False) -> str:
 
     Queued: when it runs ("runs in 5m", "due 3m ago"; at a glance "in 5 min",
     "due now", "overdue 2 h"). Running: when its lease ends or that it has
-    expired. Settled: when it finished; at a glance nothing (`NOTHING`), as
-    a settled job has no next run.
+    expired. Waiting (a workflow's step): after its dependencies, never its
+    parked run_at. Settled: when it finished; at a glance nothing
+    (`NOTHING`), as a settled job has no next run.
     """
     if job.state == QUEUED:
         wait = (job.run_at - now).total_seconds()
@@ -202,6 +204,8 @@ def next_run(job: Scheduled, now: datetime, *, glance: bool = False) -> str:
         if wait >= 1:
             return relative(job.run_at, now, glance=True)
         return "due now" if wait > -1 else f"overdue {duration(wait, glance=True)}"
+    if job.state == WAITING:  # its run_at is parked past every due row until released
+        return "after its dependencies"
     if job.state == RUNNING:
         lease = job.lease_expires_at
         if lease is None:

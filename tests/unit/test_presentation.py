@@ -146,6 +146,15 @@ def test_a_queued_jobs_next_run_and_whether_it_is_late():
     )
 
 
+def test_a_waiting_steps_next_run_is_after_its_dependencies_never_its_parked_date():
+    waiting = job(State.WAITING, run_at=datetime(9999, 1, 1, tzinfo=UTC))
+    assert (next_run(waiting, NOW), next_run(waiting, NOW, glance=True)) == (
+        "after its dependencies",
+        "after its dependencies",
+    )
+    assert not late(waiting, NOW)
+
+
 def test_a_running_jobs_next_run_is_its_lease():
     expired = job(State.RUNNING, lease_expires_at=NOW - timedelta(minutes=4))
     assert next_run(expired, NOW) == "lease expired 4m ago"
