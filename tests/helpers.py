@@ -79,3 +79,16 @@ def finalize(client, order_id: int) -> dict[str, Any]:
     answer = client.post(f"/orders/{order_id}/finalize")
     assert answer.status_code == 200, answer.content
     return dict(answer.json())
+
+
+def finished_runs() -> dict[str, tuple[Any, Any]]:
+    """Each recorded execution's (start, end) by its job's key (`tests.jobapp`'s
+    `Execution`), asserting that each ran once and finished."""
+    from tests.jobapp.models import Execution
+
+    runs: dict[str, tuple[Any, Any]] = {}
+    for execution in Execution.objects.all():
+        assert execution.key not in runs, f"{execution.key} ran once"
+        assert execution.finished_at is not None, f"{execution.key} finished"
+        runs[execution.key] = (execution.started_at, execution.finished_at)
+    return runs

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
-from datetime import datetime
 
 import pytest
 from django.db import connection
 
 from jobs import JobSpec, Workflow
 from jobs.models import Job, State
-from tests.helpers import wait_until
+from tests.helpers import finished_runs, wait_until
 from tests.jobapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,16 +26,6 @@ FLOW = "test.flow"
 def quick_poll(configure) -> None:
     """Idle runners look for released steps every 100 ms."""
     configure(poll_interval_ms=100)
-
-
-def finished_runs() -> dict[str, tuple[datetime, datetime]]:
-    """Each step's execution (start, end) by key; every one finished, run once."""
-    runs: dict[str, tuple[datetime, datetime]] = {}
-    for execution in Execution.objects.all():
-        assert execution.key not in runs, f"{execution.key} ran once"
-        assert execution.finished_at is not None, f"{execution.key} finished"
-        runs[execution.key] = (execution.started_at, execution.finished_at)
-    return runs
 
 
 def test_a_diamond_through_runjobs_runs_in_order_and_its_join_once_with_both_results(runjobs):

@@ -83,23 +83,14 @@ def wide(runner: Runner, width: int) -> list[Result]:
     enqueued = time.perf_counter()
     drained = _drained(runner, steps, committed_at)
     clean()
-    shape = f"1 → {width:,} → 1"
-    return [
-        Result(
-            WIDE_ENQUEUE,
-            f"Workflow.enqueue, one workflow {shape} (steps/s)",
-            AS_MET,
-            {
-                "steps": steps,
-                "jobs_per_second": per_second(steps, enqueued - built),
-                "enqueue_seconds": round(enqueued - built, 3),
-                "build_seconds": round(built - started, 3),
-            },
-        ),
-        Result(
-            WIDE_DRAIN, f"drain of one workflow {shape}, runner running (steps/s)", AS_MET, drained
-        ),
-    ]
+    return _results(
+        (WIDE_ENQUEUE, WIDE_DRAIN),
+        f"one workflow 1 → {width:,} → 1",
+        steps,
+        enqueued - built,
+        drained,
+        build_seconds=round(built - started, 3),
+    )
 
 
 def small(runner: Runner, count: int, width: int) -> list[Result]:
@@ -120,19 +111,35 @@ def small(runner: Runner, count: int, width: int) -> list[Result]:
     enqueued = time.perf_counter()
     drained = _drained(runner, steps, committed_at)
     clean()
-    shape = f"{count:,} x (1 → {width} → 1)"
+    return _results(
+        (SMALL_ENQUEUE, SMALL_DRAIN),
+        f"{count:,} x (1 → {width} → 1), one transaction",
+        steps,
+        enqueued - started,
+        drained,
+    )
+
+
+def _results(
+    keys: tuple[str, str],
+    shape: str,
+    steps: int,
+    seconds: float,
+    drained: dict[str, Any],
+    **extra: Any,
+) -> list[Result]:
+    """A shape's two figures: its enqueue's rate and time, and its drain."""
+    enqueue, drain = keys
+    numbers = {
+        "steps": steps,
+        "jobs_per_second": per_second(steps, seconds),
+        "enqueue_seconds": round(seconds, 3),
+        **extra,
+    }
+    label = shape.removesuffix(", one transaction")
     return [
-        Result(
-            SMALL_ENQUEUE,
-            f"Workflow.enqueue, {shape}, one transaction (steps/s)",
-            AS_MET,
-            {
-                "steps": steps,
-                "jobs_per_second": per_second(steps, enqueued - started),
-                "enqueue_seconds": round(enqueued - started, 3),
-            },
-        ),
-        Result(SMALL_DRAIN, f"drain of {shape}, runner running (steps/s)", AS_MET, drained),
+        Result(enqueue, f"Workflow.enqueue, {shape} (steps/s)", AS_MET, numbers),
+        Result(drain, f"drain of {label}, runner running (steps/s)", AS_MET, drained),
     ]
 
 

@@ -20,7 +20,8 @@ from jobs.models import Dependency, Job, State, WorkflowStep
 from jobs.store import for_database
 from jobs.workflows import release
 from jobs.workflows.api import InvalidWorkflow
-from tests.jobapp.models import Abandonment, Execution
+from tests.helpers import finished_runs
+from tests.jobapp.models import Abandonment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,16 +38,6 @@ def steps() -> QuerySet[Job]:
 
 def states() -> dict[str, str]:
     return dict(steps().values_list("key", "state"))
-
-
-def runs() -> dict[str, tuple[Any, Any]]:
-    """Each execution's (start, end) by key; each step ran once and finished."""
-    found: dict[str, tuple[Any, Any]] = {}
-    for execution in Execution.objects.all():
-        assert execution.key not in found, f"{execution.key} ran once"
-        assert execution.finished_at is not None, f"{execution.key} finished"
-        found[execution.key] = (execution.started_at, execution.finished_at)
-    return found
 
 
 def grower_then_join(**payload: Any) -> Workflow:
@@ -68,7 +59,7 @@ def test_a_running_steps_dependent_waits_for_every_step_it_added(make_runner):
     grower_then_join(count=3)
     make_runner().drain()
     assert states() == dict.fromkeys(["grower", "grower-0", "grower-1", "grower-2", "join"], "done")
-    ran = runs()
+    ran = finished_runs()
     last = max(ran[f"grower-{n}"][1] for n in range(3))
     assert ran["join"][0] >= last, "the join starts after every added step finished"
     assert steps().get(key="join").result == {
@@ -82,7 +73,7 @@ def test_a_step_added_by_an_added_step_holds_the_original_dependent_too(make_run
     grower_then_join(adds=[child])
     make_runner().drain()
     assert set(states().values()) == {"done"}
-    ran = runs()
+    ran = finished_runs()
     assert {"child-0", "child-1"} <= set(ran), "the grandchildren ran"
     last = max(ran[key][1] for key in ("child", "child-0", "child-1"))
     assert ran["join"][0] >= last, "the join waits for steps its dependency's steps added"
@@ -94,7 +85,7 @@ def test_a_step_added_by_an_added_step_holds_the_original_dependent_too(make_run
 def test_an_added_step_after_the_running_step_runs_once_it_is_done(make_runner):
     grower_then_join(adds=[{"key": "after-me", "after": ["@current"]}])
     make_runner().drain()
-    ran = runs()
+    ran = finished_runs()
     assert ran["after-me"][0] >= ran["grower"][1], "it waited for the step that added it"
     assert ran["join"][0] >= ran["after-me"][1]
 
